@@ -1,0 +1,39 @@
+# Two set-up commands: `make demo` and `make test`. Both create the locked environment first.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+UV_VERSION := 0.13.8
+TOOLS := .tools
+UV := $(TOOLS)/bin/uv
+VENV := .venv
+BIN := $(VENV)/bin
+
+# Both Prefect and Great Expectations phone home unless told not to; this machine has no internet.
+export PREFECT_SERVER_ANALYTICS_ENABLED := false
+export GX_ANALYTICS_ENABLED := false
+export DO_NOT_TRACK := 1
+# The first ephemeral Prefect server start creates its database; 20 s (the default) is too short here.
+export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 120
+export UV_PYTHON_DOWNLOADS := never
+
+DEMO_THEME := examples/themes/pharmacy_refills.yaml
+
+.PHONY: demo test env clean-state lint-deps
+
+env: $(VENV)/.synced
+
+$(UV):
+	$(PYTHON) -m venv $(TOOLS)
+	$(TOOLS)/bin/pip install --quiet uv==$(UV_VERSION)
+
+$(VENV)/.synced: uv.lock pyproject.toml | $(UV)
+	$(UV) sync --frozen --python $(PYTHON)
+	touch $@
+
+demo: env
+	$(BIN)/sopforge generate $(DEMO_THEME)
+
+test: env
+	$(BIN)/pytest
+
+clean-state:
+	rm -rf artifacts/sopforge.duckdb artifacts/sopforge.duckdb.wal artifacts/exports artifacts/exchange artifacts/prefect

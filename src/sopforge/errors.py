@@ -1,0 +1,67 @@
+"""The two error families of sopforge.
+
+User/config errors fail fast with one clear line and are never retried. Run-time errors
+carry what a caller needs to decide whether to retry, re-ask, or stop the flow.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class SopforgeError(Exception):
+    """Base class; ``str(err)`` is the one line shown to the user."""
+
+    exit_code = 1
+
+
+class UserError(SopforgeError):
+    """Bad input or configuration: names the problem and the fix. Never retried."""
+
+    exit_code = 2
+
+
+class ProviderError(SopforgeError):
+    """An LLM provider call failed.
+
+    Attributes:
+        retryable: True for 429, 5xx, timeouts and dropped connections.
+        retry_after: seconds the server asked us to wait, when it said so.
+    """
+
+    def __init__(self, message: str, *, retryable: bool, retry_after: float | None = None,
+                 status: int | None = None):
+        super().__init__(message)
+        self.retryable = retryable
+        self.retry_after = retry_after
+        self.status = status
+
+
+class ResponsePending(SopforgeError):
+    """The exchange provider wrote a request and no response file exists yet."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, *, request_path: str):
+        super().__init__(message)
+        self.request_path = request_path
+
+
+class ValidationFailed(SopforgeError):
+    """An artifact failed its checks after every allowed re-ask.
+
+    Attributes:
+        report: the failing checks, as dicts (name, message, severity).
+    """
+
+    def __init__(self, message: str, report: list[dict[str, Any]] | None = None):
+        super().__init__(message)
+        self.report = report or []
+
+
+class ReviewRejected(SopforgeError):
+    """A reviewer rejected an artifact; ``reason`` is their feedback."""
+
+    def __init__(self, reason: str):
+        super().__init__(f"review rejected: {reason}")
+        self.reason = reason

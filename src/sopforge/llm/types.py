@@ -1,0 +1,114 @@
+"""Data types shared by every LLM provider, the gateway and the store.
+
+Nothing here talks to a network; providers live in their own modules.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime, timezone
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, Field
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def sha256_json(value: Any) -> str:
+    return sha256_text(json.dumps(value, sort_keys=True, ensure_ascii=False, default=str))
+
+
+class Message(BaseModel):
+    role: Literal["user", "assistant"] = Field(description="Chat role.")
+    content: str = Field(description="Message text.")
+
+
+class LLMRequest(BaseModel):
+    """One request to a model, with the identity needed for caching and replay."""
+
+    system: str | None = Field(None, description="System prompt, if any.")
+    messages: list[Message] = Field(description="Conversation so far; the last message is the user's.")
+    model: str = Field(description="Model name as the provider knows it.")
+    temperature: float = Field(0.1, description="Sampling temperature.")
+    max_tokens: int = Field(8192, description="Completion budget.")
+    call_key: str = Field(description="Stable key: '<theme_slug>/<stage>/<item>/a<attempt>'. Replay matches on it.")
+    stage: str = Field(description="Pipeline stage that made the call.")
+    attempt: int = Field(1, description="Re-ask attempt number (1 = first ask).")
+    template_id: str | None = Field(None, description="Prompt template id, e.g. 'teller/context'.")
+    template_hash: str | None = Field(None, description="sha256 of the template source.")
+
+    def prompt_payload(self) -> dict[str, Any]:
+        return {"system": self.system, "messages": [m.model_dump() for m in self.messages]}
+
+    def prompt_hash(self) -> str:
+        """Hash of what the model reads (system + messages): checked by replay."""
+        return sha256_json(self.prompt_payload())
+
+    def request_hash(self, provider: str) -> str:
+        """Hash of everything that changes the answer: the response-cache key."""
+        return sha256_json({
+            "provider": provider, "model": self.model, "temperature": self.temperature,
+            "max_tokens": self.max_tokens, **self.prompt_payload(),
+        })
+
+
+class LLMResponse(BaseModel):
+    text: str = Field(description="The model's raw text answer.")
+    provider: str = Field(description="Provider that answered.")
+    model: str = Field(description="Model that answered (as reported by the provider when it says).")
+    input_tokens: int = Field(0, description="Prompt tokens billed.")
+    output_tokens: int = Field(0, description="Completion tokens billed.")
+    cached_tokens: int = Field(0, description="Prompt tokens served from the provider's prompt cache.")
+    latency_ms: float = Field(0.0, description="Wall time of the successful HTTP exchange.")
+    transport_attempts: int = Field(1, description="HTTP attempts including retries.")
+    cost_usd: float = Field(0.0, description="Estimated cost from the price table.")
+    from_cache: bool = Field(False, description="True when served from sopforge's response cache (no new call).")
+    raw: dict[str, Any] | None = Field(None, description="Raw response body, when the provider returns JSON.")
+
+
+class LLMCallRecord(BaseModel):
+    """One row of the ``llm_calls`` table. Never holds secrets."""
+
+    id: str
+    run_id: str | None = None
+    call_key: str
+    request_hash: str
+    stage: str
+    attempt: int = 1
+    template_id: str | None = None
+    template_hash: str | None = None
+    provider: str
+    model: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    prompt: dict[str, Any] = Field(default_factory=dict)
+    response: str | None = None
+    raw: dict[str, Any] | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_ms: float = 0.0
+    transport_attempts: int = 1
+    error: str | None = None
+    created_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
+
+
+class LLMClient(Protocol):
+    """The one seam for LLMs: everything outside ``sopforge.llm`` depends only on this."""
+
+    provider: str
+
+    def complete(self, request: LLMRequest) -> LLMResponse:
+        """Return the model's answer or raise ``ProviderError`` / ``ResponsePending``."""
+        ...
+
+
+class CallLedger(Protocol):
+    """Where the gateway records calls and looks up cached responses (the Store implements it)."""
+
+    def cached_response(self, request_hash: str) -> LLMCallRecord | None: ...
+
+    def record_call(self, record: LLMCallRecord) -> None: ...

@@ -1,0 +1,90 @@
+"""All configuration in one pydantic-settings object.
+
+Every field can be set from the environment as ``SOPFORGE_<FIELD>``; provider secrets come
+only from their conventional variables (``ANTHROPIC_API_KEY``, ``OPENAI_API_KEY``) and are
+held as ``SecretStr`` so they never reach a repr, a log line, the store or an export.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import AliasChoices, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+# USD per million tokens (input, output). Estimates for cost accounting only; override with
+# SOPFORGE_PRICES='{"model": [in, out]}'. Unknown models are costed at 0 and flagged.
+DEFAULT_PRICES: dict[str, tuple[float, float]] = {
+    "claude-sonnet-4-5": (3.0, 15.0),
+    "claude-opus-4-1": (15.0, 75.0),
+    "claude-haiku-4-5": (1.0, 5.0),
+    "gpt-5": (1.25, 10.0),
+    "gpt-5-mini": (0.25, 2.0),
+    "gpt-4o": (2.5, 10.0),
+    "gpt-4o-mini": (0.15, 0.6),
+}
+
+
+class Settings(BaseSettings):
+    """Runtime settings. ``SOPFORGE_HOME`` relocates all state."""
+
+    model_config = SettingsConfigDict(env_prefix="SOPFORGE_", extra="ignore", populate_by_name=True)
+
+    home: Path = Field(PROJECT_ROOT / "artifacts", description="State root: DuckDB file, exports, exchange folder, Prefect home.")
+    project_root: Path = Field(PROJECT_ROOT, description="Checkout holding prompts/, flows/, validation/ and examples/.")
+
+    provider: str = Field("anthropic", description="Default LLM provider: anthropic, openai, replay, exchange or scripted.")
+    model: str | None = Field(None, description="Default model; each provider has its own fallback.")
+    temperature: float = Field(0.1, description="Default sampling temperature (TELLER uses 0.1 throughout).")
+    max_tokens: int = Field(8192, description="Default completion budget per call.")
+
+    anthropic_api_key: SecretStr | None = Field(None, validation_alias=AliasChoices("ANTHROPIC_API_KEY"))
+    openai_api_key: SecretStr | None = Field(None, validation_alias=AliasChoices("OPENAI_API_KEY"))
+    anthropic_base_url: str | None = Field(None, validation_alias=AliasChoices("ANTHROPIC_BASE_URL", "SOPFORGE_ANTHROPIC_BASE_URL"))
+    openai_base_url: str | None = Field(None, validation_alias=AliasChoices("OPENAI_BASE_URL", "SOPFORGE_OPENAI_BASE_URL"))
+
+    max_attempts: int = Field(3, ge=1, le=10, description="Parse/validation attempts per stage call (1 = no re-ask).")
+    max_retries: int = Field(5, ge=0, le=20, description="Transport retries on 429/5xx/timeouts per attempt.")
+    backoff_base_seconds: float = Field(1.0, ge=0, description="First retry delay; doubles each retry.")
+    backoff_max_seconds: float = Field(60.0, ge=0, description="Ceiling on a single retry delay.")
+    request_timeout_seconds: float = Field(300.0, gt=0, description="Per-request timeout for provider HTTP calls.")
+    requests_per_minute: float = Field(50.0, gt=0, description="Client-side rate limit per provider.")
+    max_concurrency: int = Field(4, ge=1, description="Concurrent in-flight requests per provider.")
+
+    exchange_dir: Path | None = Field(None, description="Folder for the exchange provider (default: <home>/exchange).")
+    exchange_wait_seconds: float = Field(0.0, ge=0, description="How long the exchange provider polls for a response file before stopping the run.")
+    recordings_dir: Path | None = Field(None, description="Folder of recorded responses for the replay provider (default: examples/recordings).")
+
+    prices: dict[str, tuple[float, float]] = Field(default_factory=lambda: dict(DEFAULT_PRICES),
+                                                   description="USD per million input/output tokens, by model.")
+
+    @property
+    def db_path(self) -> Path:
+        return self.home / "sopforge.duckdb"
+
+    @property
+    def exports_dir(self) -> Path:
+        return self.home / "exports"
+
+    @property
+    def prefect_home(self) -> Path:
+        return self.home / "prefect"
+
+    @property
+    def prompts_dir(self) -> Path:
+        return self.project_root / "prompts"
+
+    @property
+    def resolved_exchange_dir(self) -> Path:
+        return self.exchange_dir or self.home / "exchange"
+
+    @property
+    def resolved_recordings_dir(self) -> Path:
+        return self.recordings_dir or self.project_root / "examples" / "recordings"
+
+
+def load_settings(**overrides) -> Settings:
+    """Build settings from the environment, with explicit overrides taking precedence."""
+    return Settings(**{k: v for k, v in overrides.items() if v is not None})

@@ -1,0 +1,1 @@
+"""sopforge.validation."""
