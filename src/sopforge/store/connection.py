@@ -1,0 +1,129 @@
+"""Opening the DuckDB file: short-lived connections, lock retries and clear path errors.
+
+DuckDB lets one process hold a file read-write, or any number of processes hold it
+read-only, never both. sopforge therefore opens a connection per operation and closes it
+at once, and a process that finds the file locked retries with backoff for a while before
+telling the user which file is held. Within one process DuckDB refuses to open the same
+file read-only and read-write at the same time, so operations on one file are serialised
+by a per-process lock (flows may call the store from several threads).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import duckdb
+
+from sopforge.errors import UserError
+
+_FIX = "set SOPFORGE_HOME to a writable folder"
+
+_process_locks: dict[str, threading.RLock] = {}
+_process_locks_guard = threading.Lock()
+
+
+def _process_lock(path: Path) -> threading.RLock:
+    key = os.path.abspath(path)
+    with _process_locks_guard:
+        return _process_locks.setdefault(key, threading.RLock())
+
+
+def is_lock_conflict(exc: BaseException) -> bool:
+    """True when DuckDB failed because another process holds the file's lock."""
+    text = str(exc)
+    return isinstance(exc, duckdb.IOException) and (
+        "Could not set lock" in text or "Conflicting lock" in text)
+
+
+def unwritable(path: Path, reason: str) -> UserError:
+    """The one-line error for a database path that cannot be written."""
+    return UserError(f"cannot write the sopforge database at {path}: {reason}; {_FIX}")
+
+
+def ensure_writable_location(path: Path) -> None:
+    """Create the parent folder and prove it accepts files, before DuckDB tries.
+
+    DuckDB's own errors for these cases are accurate but do not say what to do, and a
+    read-only folder may only fail later, when the write-ahead log is created.
+
+    Raises:
+        UserError: The parent cannot be created or written, or ``path`` is a directory.
+    """
+    if path.is_dir():
+        raise unwritable(path, "it is a directory")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise unwritable(path, f"cannot create folder {path.parent} ({exc.strerror or exc})") from exc
+    try:
+        # A real file write: os.access() says yes to root on read-only mounts.
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".sopforge-probe-"):
+            pass
+    except OSError as exc:
+        raise unwritable(path, f"folder {path.parent} is not writable ({exc.strerror or exc})") from exc
+    if path.exists() and not os.access(path, os.W_OK):
+        raise unwritable(path, "the file is read-only")
+
+
+@contextmanager
+def open_connection(path: Path, *, read_only: bool, lock_timeout: float) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Yield a connection to ``path`` and close it on exit, waiting out other processes' locks.
+
+    Args:
+        path: The DuckDB file.
+        read_only: Open without taking the write lock (the file must exist).
+        lock_timeout: Seconds to keep retrying while another process holds the file.
+
+    Raises:
+        UserError: The file stayed locked for ``lock_timeout`` seconds, or it cannot be opened
+            for a reason the user must fix (a directory, a missing or unwritable folder).
+    """
+    with _process_lock(path):
+        con = _connect_with_retry(path, read_only=read_only, lock_timeout=lock_timeout)
+        try:
+            yield con
+        finally:
+            con.close()
+
+
+def _connect_with_retry(path: Path, *, read_only: bool, lock_timeout: float) -> duckdb.DuckDBPyConnection:
+    deadline = time.monotonic() + max(lock_timeout, 0.0)
+    delay = 0.02
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only)
+        except duckdb.IOException as exc:
+            if not is_lock_conflict(exc):
+                friendly = _open_error(path, exc, read_only=read_only)
+                if friendly is None:
+                    raise
+                raise friendly from exc
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise UserError(
+                    f"{path} is in use by another sopforge process (waited {lock_timeout:g}s "
+                    f"for its lock); wait for it to finish or stop it, then retry") from exc
+            # Jitter keeps a reader and a writer that collided from colliding again in step.
+            time.sleep(min(remaining, delay * (0.5 + random.random())))
+            delay = min(delay * 2, 0.5)
+
+
+def _open_error(path: Path, exc: duckdb.IOException, *, read_only: bool) -> UserError | None:
+    text = str(exc)
+    if read_only and "does not exist" in text:
+        return UserError(f"no sopforge database at {path}; run a generation first or {_FIX} "
+                         f"pointing at an existing one")
+    for marker, reason in (("Is a directory", "it is a directory"),
+                           ("Not a directory", "a parent in the path is a file"),
+                           ("Permission denied", "permission denied"),
+                           ("Read-only file system", "the file system is read-only")):
+        if marker in text:
+            return unwritable(path, reason)
+    return None

@@ -1,0 +1,155 @@
+"""Pydantic models for rows of the sopforge store and for what callers write into it.
+
+These are the types the rest of sopforge sees; nothing outside ``sopforge.store`` handles
+DuckDB rows. Status vocabularies are enforced here rather than in SQL (see migration 001).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from sopforge.schemas.checks import CheckResult
+
+RunStatus = Literal["running", "succeeded", "failed", "needs_review", "cancelled"]
+StageStatus = Literal["running", "succeeded", "failed", "reused"]
+ArtifactStatus = Literal["draft", "validated", "approved", "rejected", "superseded"]
+
+#: Artifact statuses a later run may reuse instead of recomputing.
+REUSABLE_STATUSES: tuple[ArtifactStatus, ...] = ("validated", "approved")
+
+
+class RunRecord(BaseModel):
+    """One row of ``runs``: a single attempt to build a benchmark from a theme."""
+
+    id: str = Field(description="Run id, 'r-' followed by 10 hex digits.")
+    theme: str = Field(description="Business theme as the user typed it.")
+    theme_slug: str = Field(description="Filesystem/call-key friendly form of the theme.")
+    config: dict[str, Any] = Field(default_factory=dict, description="Provider, model and parameters used; never secrets.")
+    status: RunStatus = Field(description="running, succeeded, failed, needs_review or cancelled.")
+    error: str | None = Field(None, description="One-line reason when the run failed or stopped.")
+    flow_run_id: str | None = Field(None, description="Prefect flow run id, when run under Prefect.")
+    created_at: datetime = Field(description="When the run was created (UTC).")
+    updated_at: datetime = Field(description="Last status change (UTC).")
+
+
+class StageRunRecord(BaseModel):
+    """One row of ``stage_runs``: one attempt at one stage within a run."""
+
+    id: str = Field(description="Stage run id, 's-' followed by 12 hex digits.")
+    run_id: str = Field(description="Run this attempt belongs to.")
+    stage: str = Field(description="Stage name, e.g. 'sop'.")
+    attempt: int = Field(description="1, 2, ... per (run, stage).")
+    status: StageStatus = Field(description="running, succeeded, failed or reused.")
+    artifact_id: str | None = Field(None, description="Artifact produced (or reused) by this attempt.")
+    error: str | None = Field(None, description="Why the attempt failed.")
+    started_at: datetime = Field(description="When the attempt started (UTC).")
+    finished_at: datetime | None = Field(None, description="When it finished; None while running.")
+    llm_calls: int = Field(0, description="LLM calls recorded for this run and stage while the attempt ran.")
+    input_tokens: int = Field(0, description="Prompt tokens of those calls.")
+    output_tokens: int = Field(0, description="Completion tokens of those calls.")
+    cost_usd: float = Field(0.0, description="Estimated cost of those calls.")
+
+
+class ArtifactRecord(BaseModel):
+    """One row of ``artifacts``: a versioned, hashed output of a stage."""
+
+    id: str = Field(description="Artifact id, 'a-' followed by 12 hex digits.")
+    run_id: str = Field(description="Run that produced the artifact.")
+    stage: str = Field(description="Stage that produced it.")
+    kind: str = Field(description="Artifact model name, e.g. 'SOPDocument'.")
+    version: int = Field(description="1, 2, ... per (run_id, stage).")
+    content: dict[str, Any] = Field(description="The artifact itself, as JSON.")
+    content_hash: str = Field(description="sha256 of the canonical JSON of content.")
+    input_key: str = Field(description="Hash of everything that determines the content (reuse key).")
+    template_id: str | None = Field(None, description="Prompt template id used.")
+    template_hash: str | None = Field(None, description="sha256 of that template's source.")
+    model: str | None = Field(None, description="Model that produced it.")
+    created_at: datetime = Field(description="When it was stored (UTC).")
+    status: ArtifactStatus = Field(description="draft, validated, approved, rejected or superseded.")
+
+
+class ValidationRecord(BaseModel):
+    """One row of ``validations``: the result of one check on one artifact."""
+
+    id: str = Field(description="Validation row id.")
+    artifact_id: str = Field(description="Artifact that was checked.")
+    ordinal: int = Field(description="Position of the check in the order it ran.")
+    check_name: str = Field(description="Stable check id, e.g. 'schema.partitions_non_empty'.")
+    passed: bool = Field(description="Whether the artifact satisfied the check.")
+    severity: Literal["error", "warning"] = Field(description="error blocks downstream stages; warning is reported.")
+    message: str = Field(description="One line a reviewer can act on.")
+    details: dict[str, Any] = Field(default_factory=dict, description="Machine-readable specifics.")
+    created_at: datetime = Field(description="When the result was stored (UTC).")
+
+    def to_check(self) -> CheckResult:
+        """The stored row as the ``CheckResult`` it was written from."""
+        return CheckResult(name=self.check_name, passed=self.passed, severity=self.severity,
+                           message=self.message, details=self.details)
+
+
+class ReviewRecord(BaseModel):
+    """One row of ``reviews``: a human (or auto) decision on an artifact."""
+
+    id: str = Field(description="Review id.")
+    artifact_id: str = Field(description="Artifact reviewed.")
+    run_id: str = Field(description="Run in which the review happened.")
+    decision: str = Field(description="The decision, e.g. 'approve', 'reject' or 'edit'.")
+    reviewer: str | None = Field(None, description="Who decided.")
+    comment: str | None = Field(None, description="Feedback, fed to the regenerated stage on reject.")
+    edit_diff: str | None = Field(None, description="Diff of an edited artifact, as submitted.")
+    created_at: datetime = Field(description="When the decision was stored (UTC).")
+
+
+class ArtifactWrite(BaseModel):
+    """Everything ``Store.save_artifact`` stores in one transaction."""
+
+    run_id: str = Field(description="Run producing the artifact.")
+    stage: str = Field(description="Stage producing it.")
+    kind: str = Field(description="Artifact model name, e.g. 'SOPDocument'.")
+    content: dict[str, Any] = Field(description="The artifact as JSON-serialisable data (model_dump(mode='json')).")
+    input_key: str = Field(description="Hash of upstream content hashes, template hash, model and params.")
+    template_id: str | None = Field(None, description="Prompt template id used.")
+    template_hash: str | None = Field(None, description="sha256 of the template source.")
+    model: str | None = Field(None, description="Model that produced the content.")
+    status: ArtifactStatus = Field("validated", description="Initial status; usually 'validated' or 'draft'.")
+    parents: list[str] = Field(default_factory=list, description="Ids of the upstream artifacts it was built from.")
+    checks: list[CheckResult] = Field(default_factory=list, description="Check results to store with it.")
+    stage_run_id: str | None = Field(None, description="Stage run to finish in the same transaction, if any.")
+    stage_status: Literal["succeeded", "failed"] | None = Field(
+        None, description="Status for stage_run_id; default: failed when a blocking check failed, else succeeded.")
+    stage_error: str | None = Field(
+        None, description="Error for stage_run_id; default: the blocking checks' messages when it failed.")
+    supersede_previous: bool = Field(
+        True, description="Mark earlier draft/validated/approved versions of the same (run, stage) 'superseded'.")
+
+
+class StageSummary(BaseModel):
+    """One stage of a run, as ``sopforge status`` shows it (its latest attempt)."""
+
+    stage: str = Field(description="Stage name.")
+    status: StageStatus = Field(description="Status of the latest attempt.")
+    attempts: int = Field(description="Number of attempts recorded for this stage in the run.")
+    artifact_id: str | None = Field(None, description="Artifact of the latest attempt, if any.")
+    artifact_version: int | None = Field(None, description="Its version.")
+    artifact_status: ArtifactStatus | None = Field(None, description="Its status.")
+    checks_passed: int = Field(0, description="Checks on that artifact that passed.")
+    checks_failed: int = Field(0, description="Checks on that artifact that failed (errors and warnings).")
+    llm_calls: int = Field(0, description="LLM calls over all attempts of this stage in this run.")
+    input_tokens: int = Field(0, description="Prompt tokens over all attempts.")
+    output_tokens: int = Field(0, description="Completion tokens over all attempts.")
+    cost_usd: float = Field(0.0, description="Estimated cost over all attempts.")
+    error: str | None = Field(None, description="Error of the latest attempt.")
+
+
+class RunSummary(BaseModel):
+    """A run with its stages and totals."""
+
+    run: RunRecord = Field(description="The run row.")
+    stages: list[StageSummary] = Field(default_factory=list, description="Stages in the order they first started.")
+    llm_calls: int = Field(0, description="LLM calls recorded for the run (any stage).")
+    input_tokens: int = Field(0, description="Prompt tokens for the run.")
+    output_tokens: int = Field(0, description="Completion tokens for the run.")
+    cost_usd: float = Field(0.0, description="Estimated cost of the run.")

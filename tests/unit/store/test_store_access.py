@@ -1,0 +1,163 @@
+"""Access to the file: other processes, locks, threads and unwritable paths."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from sopforge.errors import UserError
+from sopforge.store import Store
+
+READER = textwrap.dedent("""
+    import sys, time
+    from sopforge.store import Store
+    store = Store(sys.argv[1], lock_timeout=20)
+    seen, reads, deadline = 0, 0, time.monotonic() + float(sys.argv[2])
+    while time.monotonic() < deadline:
+        runs = store.list_runs(limit=1000)
+        assert len(runs) >= seen, "runs disappeared"
+        seen = len(runs)
+        if runs:
+            store.run_summary(runs[0].id)
+        reads += 1
+    print(reads, seen)
+""")
+
+HOLDER = textwrap.dedent("""
+    import sys, time, duckdb
+    con = duckdb.connect(sys.argv[1], read_only=sys.argv[3] == "ro")
+    print("locked", flush=True)
+    time.sleep(float(sys.argv[2]))
+    con.close()
+""")
+
+
+def _python(script: str, *args: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen([sys.executable, "-c", script, *map(str, args)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+
+
+def _hold_lock(db_path, seconds: float, mode: str = "rw") -> subprocess.Popen:
+    holder = _python(HOLDER, db_path, seconds, mode)
+    assert holder.stdout.readline().strip() == "locked", holder.stderr.read()
+    return holder
+
+
+def test_another_process_reads_while_this_one_writes(db_path, save):
+    store = Store(db_path, lock_timeout=20)
+    store.check_writable()
+    reader = _python(READER, db_path, 3)
+
+    written = 0
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        run_id = store.create_run(f"theme {written}", f"theme-{written}", {})
+        stage_run = store.start_stage(run_id, "context")
+        save(run_id, "context", stage_run_id=stage_run)
+        written += 1
+
+    out, err = reader.communicate(timeout=60)
+    assert reader.returncode == 0, err
+    reads, seen = map(int, out.split())
+    assert written >= 3 and reads >= 3
+    assert 0 < seen <= written  # the reader saw the writer's progress
+    assert len(store.list_runs(limit=1000)) == written
+
+
+def test_a_lock_held_too_long_is_a_one_line_user_error_naming_the_file(db_path):
+    Store(db_path).check_writable()
+    holder = _hold_lock(db_path, 10)
+    try:
+        store = Store(db_path, lock_timeout=0.5)
+        started = time.monotonic()
+        with pytest.raises(UserError, match="another sopforge process") as err:
+            store.create_run("t", "t", {})
+        assert time.monotonic() - started >= 0.5  # it did wait before giving up
+        assert str(db_path) in str(err.value) and "\n" not in str(err.value)
+        with pytest.raises(UserError, match="another sopforge process"):
+            store.list_runs()  # readers are blocked by a writer too
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_briefly_held_lock_is_waited_out(db_path):
+    Store(db_path).check_writable()
+    holder = _hold_lock(db_path, 1)
+    try:
+        run_id = Store(db_path, lock_timeout=20).create_run("t", "t", {})
+    finally:
+        holder.wait(timeout=30)
+    assert Store(db_path).get_run(run_id).theme == "t"
+
+
+def test_reads_do_not_take_the_write_lock(db_path):
+    store = Store(db_path, lock_timeout=0)
+    run_id = store.create_run("t", "t", {})
+    holder = _hold_lock(db_path, 10, mode="ro")  # e.g. `sopforge status` in another terminal
+    try:
+        assert store.get_run(run_id).theme == "t"  # readers share the file at once
+        with pytest.raises(UserError, match="in use by another sopforge process"):
+            Store(db_path, lock_timeout=0.3).create_run("t", "t", {})  # writers must wait
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_threads_of_one_process_can_mix_reads_and_writes(store):
+    store.check_writable()
+
+    def work(i: int) -> None:
+        run_id = store.create_run(f"t{i}", f"t{i}", {})
+        store.list_runs()
+        store.get_run(run_id)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(work, range(20)))
+    assert len(store.list_runs()) == 20
+
+
+def _assert_unwritable(store: Store, path) -> None:
+    with pytest.raises(UserError) as err:
+        store.check_writable()
+    message = str(err.value)
+    assert str(path) in message and "SOPFORGE_HOME" in message and "\n" not in message
+    with pytest.raises(UserError):
+        store.create_run("t", "t", {})
+
+
+def test_parent_that_cannot_be_created_is_a_user_error(tmp_path):
+    (tmp_path / "afile").write_text("not a folder")
+    path = tmp_path / "afile" / "home" / "sopforge.duckdb"
+    _assert_unwritable(Store(path), path)
+
+
+def test_a_directory_at_the_database_path_is_a_user_error(tmp_path):
+    path = tmp_path / "sopforge.duckdb"
+    path.mkdir()
+    _assert_unwritable(Store(path), path)
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root ignores permissions")
+def test_a_read_only_folder_is_a_user_error(tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o500)
+    try:
+        _assert_unwritable(Store(folder / "sopforge.duckdb"), folder / "sopforge.duckdb")
+    finally:
+        folder.chmod(0o700)
+
+
+def test_check_writable_creates_a_ready_database(tmp_path):
+    path = tmp_path / "new" / "deeper" / "sopforge.duckdb"
+    Store(path).check_writable()
+    assert path.is_file()
+    assert Store(path).list_runs() == []

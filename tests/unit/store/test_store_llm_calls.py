@@ -1,0 +1,76 @@
+"""LLM calls: the store as the gateway's ``CallLedger`` (records and response cache)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from sopforge.llm.types import CallLedger
+
+
+def _ledger(store) -> CallLedger:
+    return store  # type-checks only if Store satisfies the protocol the gateway depends on
+
+
+def test_recorded_calls_round_trip_every_field(store, run_id, make_call):
+    record = make_call(run_id, "sop", template_id="teller/sop", template_hash="f" * 64,
+                       raw={"id": "msg_1", "usage": {"input_tokens": 100}}, cached_tokens=7,
+                       latency_ms=812.5, transport_attempts=3, attempt=2)
+    _ledger(store).record_call(record)
+
+    (stored,) = store.calls_for_run(run_id)
+    assert stored.model_dump(exclude={"created_at"}) == record.model_dump(exclude={"created_at"})
+    assert stored.created_at == record.created_at
+
+
+def test_cached_response_ignores_failed_calls_and_prefers_the_newest(store, run_id, make_call):
+    ledger = _ledger(store)
+    now = datetime.now(timezone.utc)
+    ledger.record_call(make_call(run_id, "sop", request_hash="h", error="HTTP 429", response=None))
+    # A failed call may still carry text (e.g. a truncated body); it must never be served.
+    ledger.record_call(make_call(run_id, "sop", request_hash="h", error="stop_reason=max_tokens",
+                                 response="{\"partial\": "))
+    assert ledger.cached_response("h") is None
+
+    ledger.record_call(make_call(run_id, "sop", request_hash="h", response="old",
+                                 created_at=now - timedelta(minutes=5)))
+    ledger.record_call(make_call(run_id, "sop", request_hash="h", response="new", created_at=now))
+    ledger.record_call(make_call(run_id, "sop", request_hash="h", error="timeout", response="late",
+                                 created_at=now + timedelta(minutes=1)))
+
+    assert ledger.cached_response("h").response == "new"
+    assert ledger.cached_response("other") is None
+
+
+def test_cache_works_across_runs_and_without_a_run(store, make_call):
+    store.record_call(make_call(None, "context", request_hash="h2", response="answer"))
+    assert store.cached_response("h2").response == "answer"
+
+
+def test_recording_the_same_call_twice_keeps_one_row(store, run_id, make_call, sql):
+    record = make_call(run_id, "sop")
+    store.record_call(record)
+    store.record_call(record)
+    assert sql("SELECT count(*) FROM llm_calls") == [(1,)]
+
+
+def test_calls_for_run_filters_by_stage(store, run_id, make_call):
+    other = store.create_run("t", "t", {})
+    store.record_call(make_call(run_id, "sop"))
+    store.record_call(make_call(run_id, "schema"))
+    store.record_call(make_call(other, "sop"))
+
+    assert [c.stage for c in store.calls_for_run(run_id)] == ["sop", "schema"]
+    assert [c.stage for c in store.calls_for_run(run_id, stage="schema")] == ["schema"]
+
+
+def test_secret_looking_params_are_redacted(store, run_id, make_call, sql):
+    store.record_call(make_call(run_id, "sop", params={"temperature": 0.2, "api_key": "sk-LEAK"}))
+    assert sql("SELECT params->>'$.temperature', params->>'$.api_key' FROM llm_calls") == [
+        ("0.2", "[redacted]")]
+
+
+def test_llm_calls_are_indexed_for_cache_and_run_lookups(store, sql):
+    store.check_writable()
+    indexes = {r[0] for r in sql("SELECT sql FROM duckdb_indexes() WHERE table_name = 'llm_calls'")}
+    assert any("(request_hash)" in s for s in indexes)
+    assert any("(run_id)" in s for s in indexes)
