@@ -1,0 +1,106 @@
+"""File-exchange provider: a human (or another tool) answers prompts through a folder.
+
+For air-gapped or manual runs, and for recording example responses: each prompt is written
+to ``<stem>.request.md`` and the run stops with ``ResponsePending`` until someone writes
+``<stem>.response.md`` next to it; re-running then picks the answer up. The folder format is
+described in ``sopforge.llm.providers._files``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from sopforge.errors import ResponsePending, UserError
+from sopforge.llm.providers._files import (
+    atomic_write,
+    estimate_tokens,
+    prompt_text,
+    read_response,
+    recorded_prompt_hash,
+    render_request,
+    request_path,
+    response_path,
+)
+from sopforge.llm.types import LLMRequest, LLMResponse
+
+NAME = "exchange"
+
+
+class ExchangeProvider:
+    """Serves answers written by hand into ``folder``.
+
+    Args:
+        folder: where request and response files live (created on first write).
+        wait_seconds: how long ``send`` polls for a missing response before raising
+            ``ResponsePending`` (0 = write the request and stop at once).
+        poll_interval: seconds between checks while waiting.
+    """
+
+    name = NAME
+    rate_limited = False  # no remote quota to protect
+    applies_temperature = False  # recorded for the human's information only
+
+    def __init__(self, folder: Path, wait_seconds: float = 0, poll_interval: float = 0.5, *,
+                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic):
+        self.folder = Path(folder)
+        self.wait_seconds = wait_seconds
+        self.poll_interval = poll_interval
+        self._sleep = sleep
+        self._clock = clock
+
+    def __repr__(self) -> str:
+        return f"ExchangeProvider(folder={str(self.folder)!r}, wait_seconds={self.wait_seconds})"
+
+    def send(self, request: LLMRequest) -> LLMResponse:
+        """Return the written answer, or write the request and wait for one.
+
+        Args:
+            request: the call; its ``call_key`` names the files.
+
+        Returns:
+            The response file's text (front matter stripped).
+
+        Raises:
+            UserError: a response exists but the prompt changed since its request was written.
+            ResponsePending: no response file appeared within ``wait_seconds``.
+        """
+        req_file = request_path(self.folder, request.call_key)
+        resp_file = response_path(self.folder, request.call_key)
+        if resp_file.exists():
+            return self._answer(request, req_file, resp_file)
+        if recorded_prompt_hash(req_file) != request.prompt_hash():
+            # Rewrite only when the prompt differs, so ``written_at`` tells the human when
+            # this prompt was first asked rather than when the run was last retried.
+            atomic_write(req_file, render_request(request))
+        deadline = self._clock() + self.wait_seconds
+        while self._clock() < deadline:
+            self._sleep(min(self.poll_interval, max(0.0, deadline - self._clock())))
+            if resp_file.exists():
+                return self._answer(request, req_file, resp_file)
+        raise ResponsePending(
+            f"waiting for a response to {request.call_key}: write {resp_file} "
+            f"(the prompt is in {req_file.name}) and run again",
+            request_path=str(req_file),
+        )
+
+    def _answer(self, request: LLMRequest, req_file: Path, resp_file: Path) -> LLMResponse:
+        recorded = recorded_prompt_hash(req_file)
+        if recorded is None:
+            # The answer was written without asking first (e.g. pre-seeded by hand): keep the
+            # pair complete so the folder can later be replayed and checked.
+            atomic_write(req_file, render_request(request))
+        elif recorded != request.prompt_hash():
+            raise UserError(
+                f"the prompt for {request.call_key} changed since {req_file} was written: "
+                f"the response in {resp_file} is stale; delete it (a new request will be written) or rewrite it"
+            )
+        meta, text = read_response(resp_file)
+        return LLMResponse(
+            text=text,
+            provider=NAME,
+            model=str(meta.get("model") or request.model),
+            input_tokens=estimate_tokens(prompt_text(request)),
+            output_tokens=estimate_tokens(text),
+        )

@@ -1,0 +1,105 @@
+"""OpenAI Chat Completions provider, through the official SDK.
+
+Works with any OpenAI-compatible server (vLLM, Ollama, LiteLLM) by pointing ``base_url`` at
+its ``/v1`` root; those servers ignore the key, so the factory passes a placeholder.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import openai
+
+from sopforge.errors import ProviderError
+from sopforge.llm.providers._http import as_int, json_body, malformed, server_message, status_error
+from sopforge.llm.types import LLMRequest, LLMResponse
+
+NAME = "openai"
+
+
+class OpenAIProvider:
+    """Calls ``POST {base_url}/chat/completions`` once per ``send``; the gateway does retries.
+
+    Args:
+        api_key: the API key; held by the SDK client only, never logged or recorded.
+        base_url: API root including ``/v1`` (``None`` = api.openai.com or ``OPENAI_BASE_URL``).
+        timeout: seconds before one HTTP attempt is abandoned (then retried by the gateway).
+    """
+
+    name = NAME
+    rate_limited = True
+    applies_temperature = True
+
+    def __init__(self, api_key: str, base_url: str | None, timeout: float):
+        self.base_url = base_url
+        self.timeout = timeout
+        self._client = openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
+
+    def __repr__(self) -> str:
+        return f"OpenAIProvider(base_url={self.base_url!r}, timeout={self.timeout})"
+
+    def send(self, request: LLMRequest) -> LLMResponse:
+        """Send one chat completion request.
+
+        Args:
+            request: the prompt and sampling parameters; the system prompt becomes a
+                ``system`` message.
+
+        Returns:
+            The first choice's text with usage and the raw JSON body.
+
+        Raises:
+            ProviderError: on any HTTP, transport or body problem; ``retryable`` says whether
+                trying again can help.
+        """
+        messages: list[dict[str, Any]] = []
+        if request.system:
+            messages.append({"role": "system", "content": request.system})
+        messages.extend({"role": m.role, "content": m.content} for m in request.messages)
+        # api.openai.com deprecated max_tokens (its reasoning models reject it) while most
+        # compatible servers (vLLM, Ollama) only understand max_tokens: pick by endpoint.
+        budget = "max_tokens" if self.base_url else "max_completion_tokens"
+        try:
+            raw = self._client.chat.completions.with_raw_response.create(
+                model=request.model, messages=messages,  # type: ignore[arg-type]
+                temperature=request.temperature, **{budget: request.max_tokens},
+            )
+            text = raw.http_response.text
+        except openai.APIStatusError as err:
+            raise status_error(NAME, err.status_code, server_message(err.body), err.response.headers) from None
+        except openai.APITimeoutError:
+            raise ProviderError(f"{NAME}: no response within {self.timeout:g}s", retryable=True) from None
+        except openai.APIConnectionError as err:
+            cause = err.__cause__ or err
+            raise ProviderError(f"{NAME}: connection failed: {cause}", retryable=True) from None
+        except openai.APIResponseValidationError as err:
+            raise malformed(NAME, str(err), err.status_code) from None
+        except openai.OpenAIError as err:
+            raise ProviderError(f"{NAME}: {type(err).__name__}: {err}", retryable=False) from None
+        return parse_chat_completion(text, request)
+
+
+def parse_chat_completion(text: str, request: LLMRequest) -> LLMResponse:
+    """Turn a chat.completion success body into an ``LLMResponse``.
+
+    Raises:
+        ProviderError: retryable "malformed response body" when the body has no choice/message.
+    """
+    body = json_body(NAME, text)
+    choices = body.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise malformed(NAME, "no 'choices'")
+    message = choices[0].get("message")
+    if not isinstance(message, dict):
+        raise malformed(NAME, "first choice has no 'message'")
+    usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+    details = usage.get("prompt_tokens_details") if isinstance(usage.get("prompt_tokens_details"), dict) else {}
+    return LLMResponse(
+        text=message.get("content") or "",
+        provider=NAME,
+        model=str(body.get("model") or request.model),
+        input_tokens=as_int(usage.get("prompt_tokens")),
+        output_tokens=as_int(usage.get("completion_tokens")),
+        cached_tokens=as_int(details.get("cached_tokens")),
+        raw=body,
+    )
