@@ -193,7 +193,9 @@ class Gateway:
         prices = self.settings.prices
         priced_model = response.model if match_price(response.model, prices) else request.model
         cost = estimate_cost(priced_model, response.input_tokens, response.output_tokens, prices)
-        if match_price(priced_model, prices) is None:
+        # Only remote APIs bill: replay, exchange and scripted answers are free by nature.
+        billed = getattr(self.backend, "rate_limited", False)
+        if billed and match_price(priced_model, prices) is None:
             self._flag_unpriced(response.model)
         return response.model_copy(update={
             "transport_attempts": attempts, "latency_ms": latency_ms, "cost_usd": cost, "from_cache": False,

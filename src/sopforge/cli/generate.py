@@ -1,0 +1,175 @@
+"""``sopforge generate``: validate the request, create a run, execute the Prefect flow, summarise."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.table import Table
+
+from sopforge.cli.output import err, handle_errors, human_int, out, print_json
+from sopforge.errors import SopforgeError, UserError
+from sopforge.llm.factory import build_provider
+from sopforge.orchestration import executor
+from sopforge.orchestration.flows import load_flow
+from sopforge.orchestration.prefect_env import configure_prefect
+from sopforge.settings import Settings, load_settings
+from sopforge.store import Store
+from sopforge.theme import STAGES, ThemeSpec, build_spec, load_theme_file
+
+
+def resolve_spec(theme_file: Path | None, theme: str | None, overrides: dict[str, Any]) -> tuple[ThemeSpec, Path | None]:
+    """Build the ThemeSpec from a file or ``--theme``; command-line options win over the file."""
+    if theme_file is not None and theme is not None:
+        raise UserError("give either a theme file or --theme, not both")
+    if theme_file is None and theme is None:
+        raise UserError("no theme given: pass --theme \"…\" or a theme file such as examples/themes/pharmacy_refills.yaml")
+    base_dir: Path | None = None
+    if theme_file is not None:
+        spec, base_dir = load_theme_file(theme_file)
+        data = spec.model_dump(exclude_none=True)
+        source = str(theme_file)
+    else:
+        data, source = {"theme": theme}, "--theme"
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    return build_spec(data, source=source), base_dir
+
+
+def recordings_dir(spec: ThemeSpec, base_dir: Path | None, settings: Settings) -> Path | None:
+    """Absolute replay folder: the theme file's ``recordings`` or examples/recordings/<slug>."""
+    uses_replay = any(spec.for_stage(s).provider == "replay" for s in STAGES)
+    if not uses_replay:
+        return None
+    folder = (base_dir / spec.recordings) if spec.recordings and base_dir else (
+        Path(spec.recordings) if spec.recordings else settings.resolved_recordings_dir / spec.slug)
+    folder = folder.resolve()
+    if not folder.is_dir():
+        raise UserError(f"replay folder {folder} does not exist: set 'recordings:' in the theme file or record with --provider exchange")
+    return folder
+
+
+def preflight(spec: ThemeSpec, settings: Settings) -> None:
+    """Fail before anything is written when a provider cannot be built (unknown name, missing key)."""
+    for stage in STAGES:
+        cfg = spec.for_stage(stage)
+        build_provider(cfg.provider, settings=settings, base_url=cfg.base_url)
+
+
+class _Progress:
+    """Stage progress on stderr (a spinner while a stage runs, one line when it ends)."""
+
+    def __init__(self, quiet: bool):
+        self.quiet = quiet
+        self.outcomes: dict[str, executor.StageOutcome] = {}
+        self._status = None
+        self._started = 0.0
+
+    def __call__(self, stage: str, event: str, outcome: executor.StageOutcome | None) -> None:
+        if event == "started":
+            self._started = time.monotonic()
+            if not self.quiet:
+                self._status = err.status(f"{stage}: working…")
+                self._status.start()
+            return
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+        if outcome is not None:
+            self.outcomes[stage] = outcome
+        if self.quiet:
+            return
+        seconds = time.monotonic() - self._started
+        if event == "failed" or outcome is None:
+            err.print(f"[red]✗[/] {stage} failed after {seconds:.1f}s")
+            return
+        passed = sum(1 for c in outcome.checks if c.passed)
+        how = f"reused from {outcome.artifact.run_id}" if outcome.reused else f"{outcome.llm_calls} LLM call(s)"
+        err.print(f"[green]✓[/] {stage:<8} v{outcome.artifact.version}  {how}  checks {passed}/{len(outcome.checks)}  {seconds:.1f}s")
+
+
+def summary_dict(run_id: str, store: Store, progress: _Progress, target: str, seconds: float) -> dict[str, Any]:
+    run = store.get_run(run_id)
+    stages = []
+    for stage, o in progress.outcomes.items():
+        stages.append({
+            "stage": stage, "artifact_id": o.artifact.id, "version": o.artifact.version,
+            "status": "reused" if o.reused else "generated", "from_run": o.artifact.run_id,
+            "checks_passed": sum(1 for c in o.checks if c.passed), "checks_total": len(o.checks),
+            "llm_calls": o.llm_calls, "cache_hits": o.cache_hits,
+            "input_tokens": o.input_tokens, "output_tokens": o.output_tokens,
+        })
+    return {
+        "run_id": run_id, "theme": run.theme, "slug": run.theme_slug, "status": run.status, "error": run.error,
+        "stages": stages, "prefect": target, "seconds": round(seconds, 1),
+        "llm_calls": sum(s["llm_calls"] for s in stages), "cache_hits": sum(s["cache_hits"] for s in stages),
+        "input_tokens": sum(s["input_tokens"] for s in stages), "output_tokens": sum(s["output_tokens"] for s in stages),
+        "database": str(store.path),
+    }
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    table = Table(title=f"run {summary['run_id']} ({summary['slug']}): {summary['status']}", title_justify="left")
+    for col in ("stage", "artifact", "status", "checks", "LLM calls", "tokens in/out"):
+        table.add_column(col)
+    for s in summary["stages"]:
+        origin = s["status"] if s["status"] == "generated" else f"reused ({s['from_run']})"
+        table.add_row(s["stage"], f"{s['artifact_id']} v{s['version']}", origin,
+                      f"{s['checks_passed']}/{s['checks_total']}", str(s["llm_calls"]),
+                      f"{human_int(s['input_tokens'])} / {human_int(s['output_tokens'])}")
+    out.print(table)
+    out.print(f"LLM calls made now: {summary['llm_calls']} (cache hits {summary['cache_hits']}); "
+              f"tokens {human_int(summary['input_tokens'])} in / {human_int(summary['output_tokens'])} out; "
+              f"{summary['seconds']}s; {summary['prefect']}")
+    run_id = summary["run_id"]
+    out.print("Where to look next:")
+    out.print(f"  sopforge show {run_id} --stage sop      the SOP as markdown, its checks, lineage and LLM calls")
+    out.print(f"  sopforge show {run_id} --stage schema   the data schema as a table")
+    out.print("  sopforge ui                            flow runs, task runs and artifacts in the Prefect UI")
+    out.print(f"  {summary['database']}   plain SQL: runs, stage_runs, artifacts, artifact_edges, llm_calls, validations")
+
+
+@handle_errors
+def generate(
+    theme_file: Optional[Path] = typer.Argument(None, help="Theme YAML file, e.g. examples/themes/pharmacy_refills.yaml."),
+    theme: Optional[str] = typer.Option(None, "--theme", help="Business theme text (instead of a file)."),
+    provider: Optional[str] = typer.Option(None, help="anthropic, openai, replay or exchange (overrides the file)."),
+    model: Optional[str] = typer.Option(None, help="Model name for every stage (overrides the file)."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI/Anthropic-compatible server URL (vLLM, Ollama…)."),
+    temperature: Optional[float] = typer.Option(None, help="Sampling temperature for every stage."),
+    slug: Optional[str] = typer.Option(None, help="Short [a-z0-9_] name of the domain (default: from the theme)."),
+    home: Optional[Path] = typer.Option(None, help="State folder (default $SOPFORGE_HOME or ./artifacts)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
+) -> None:
+    """Generate a domain from a theme: business context → data schema → SOP, validated and stored."""
+    started = time.monotonic()
+    spec, base_dir = resolve_spec(theme_file, theme, {
+        "provider": provider, "model": model, "base_url": base_url, "temperature": temperature, "slug": slug})
+    settings = load_settings(home=home)
+    store = Store(settings.db_path)
+    store.check_writable()
+    replay_dir = recordings_dir(spec, base_dir, settings)
+    preflight(spec, settings.model_copy(update={"recordings_dir": replay_dir}))
+    target = configure_prefect(settings)
+    flow = load_flow("generate_domain", settings)
+
+    config = {"spec": spec.model_dump(mode="json"), "recordings_dir": str(replay_dir) if replay_dir else None,
+              "max_tokens": settings.max_tokens, "max_attempts": settings.max_attempts}
+    run_id = store.create_run(spec.theme, spec.slug, config)
+    progress = _Progress(quiet=as_json)
+    executor.add_listener(progress)
+    failure: SopforgeError | None = None
+    try:
+        flow(run_id=run_id, home=str(settings.home))
+    except SopforgeError as error:
+        failure = error
+    finally:
+        executor.remove_listener(progress)
+    summary = summary_dict(run_id, store, progress, target, time.monotonic() - started)
+    if as_json:
+        print_json(summary)
+    else:
+        print_summary(summary)
+    if failure is not None:
+        raise failure

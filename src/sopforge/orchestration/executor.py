@@ -1,0 +1,152 @@
+"""Run one stage of one run: reuse what the store already holds, else generate and persist.
+
+DuckDB is the single source of truth for what has been computed. A stage's ``input_key`` hashes
+everything that changes its output (upstream content hashes, template hashes, provider, model,
+sampling parameters, theme); when the store holds a validated or approved artifact with that key
+the stage is not recomputed and costs no LLM call. This module knows nothing of Prefect.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from sopforge.errors import SopforgeError
+from sopforge.llm.factory import build_provider, default_model
+from sopforge.llm.gateway import Gateway
+from sopforge.llm.types import sha256_json
+from sopforge.orchestration.stage_defs import StageDef, stage_def
+from sopforge.prompts import default_registry
+from sopforge.settings import Settings
+from sopforge.store import ArtifactRecord, ArtifactWrite, Store
+from sopforge.theme import ThemeSpec
+
+
+@dataclass
+class StageOutcome:
+    """What a stage produced or reused, for progress lines and summaries."""
+
+    stage: str
+    artifact: ArtifactRecord
+    reused: bool
+    llm_calls: int = 0
+    cache_hits: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    checks: list = field(default_factory=list)
+
+
+StageListener = Callable[[str, str, "StageOutcome | None"], None]
+_listeners: list[StageListener] = []
+
+
+def add_listener(listener: StageListener) -> None:
+    """Register ``listener(stage, event, outcome)``; events: 'started', 'finished', 'failed'."""
+    _listeners.append(listener)
+
+
+def remove_listener(listener: StageListener) -> None:
+    if listener in _listeners:
+        _listeners.remove(listener)
+
+
+def _emit(stage: str, event: str, outcome: StageOutcome | None = None) -> None:
+    for listener in list(_listeners):
+        listener(stage, event, outcome)
+
+
+def run_spec(store: Store, run_id: str) -> tuple[ThemeSpec, dict]:
+    run = store.get_run(run_id)
+    return ThemeSpec.model_validate(run.config["spec"]), run.config
+
+
+def input_key(definition: StageDef, spec: ThemeSpec, parents: dict[str, ArtifactRecord],
+              template_hashes: dict[str, str], model: str, settings: Settings) -> str:
+    """Hash of everything that determines a stage's output: the cache key in the store."""
+    cfg = spec.for_stage(definition.name)
+    return sha256_json({
+        "stage": definition.name,
+        "theme": spec.theme if not definition.parents else None,
+        "slug": spec.slug,
+        "parents": {name: rec.content_hash for name, rec in sorted(parents.items())},
+        "templates": template_hashes,
+        "provider": cfg.provider,
+        "model": model,
+        "temperature": cfg.temperature,
+        "base_url": cfg.base_url,
+        "max_tokens": settings.max_tokens,
+    })
+
+
+def execute_stage(run_id: str, stage: str, *, settings: Settings) -> StageOutcome:
+    """Produce (or reuse) the artifact of ``stage`` for ``run_id`` and record it in the store.
+
+    Raises:
+        ValidationFailed: the model's answers failed the stage's checks after every re-ask.
+        ProviderError / ResponsePending / UserError: the LLM could not be asked or answered.
+    """
+    store = Store(settings.db_path)
+    definition = stage_def(stage)
+    spec, config = run_spec(store, run_id)
+    parents: dict[str, ArtifactRecord] = {}
+    for parent in definition.parents:
+        record = store.artifact_for_stage(run_id, parent)
+        if record is None:
+            raise SopforgeError(f"stage {stage} needs the {parent} artifact, which run {run_id} does not have yet")
+        parents[parent] = record
+
+    cfg = spec.for_stage(stage)
+    model = cfg.model or default_model(cfg.provider)
+    registry = default_registry(settings)
+    template_hashes = {tid: registry.get(tid).sha256 for tid in definition.template_ids}
+    key = input_key(definition, spec, parents, template_hashes, model, settings)
+
+    _emit(stage, "started")
+    reusable = store.find_reusable_artifact(stage, key)
+    if reusable is not None:
+        store.record_reuse(run_id, stage, reusable.id)
+        outcome = StageOutcome(stage, reusable, reused=True, checks=store.validations_for(reusable.id))
+        _emit(stage, "finished", outcome)
+        return outcome
+
+    stage_run_id = store.start_stage(run_id, stage)
+    provider_settings = settings.model_copy(update={"recordings_dir": _recordings(config)})
+    provider = build_provider(cfg.provider, settings=provider_settings, base_url=cfg.base_url)
+    gateway = Gateway(provider, ledger=store, settings=settings, run_id=run_id)
+    inputs = definition.make_inputs(spec, {n: definition_model(n).model_validate(r.content) for n, r in parents.items()})
+    try:
+        result = definition.run(inputs, llm=gateway, settings=settings, model=model,
+                                temperature=cfg.temperature, registry=registry)
+    except BaseException as err:
+        store.finish_stage(stage_run_id, "failed", error=_error_line(err))
+        _emit(stage, "failed")
+        raise
+    record = store.save_artifact(ArtifactWrite(
+        run_id=run_id, stage=stage, kind=definition.kind,
+        content=result.artifact.model_dump(mode="json"),
+        template_id=result.template_id, template_hash=result.template_hash, model=model,
+        input_key=key, status="validated", parents=[p.id for p in parents.values()],
+        checks=result.checks, stage_run_id=stage_run_id,
+    ))
+    stats = gateway.stats
+    outcome = StageOutcome(stage, record, reused=False, llm_calls=stats.calls, cache_hits=stats.cache_hits,
+                           input_tokens=stats.input_tokens, output_tokens=stats.output_tokens,
+                           checks=store.validations_for(record.id))
+    _emit(stage, "finished", outcome)
+    return outcome
+
+
+def definition_model(stage: str):
+    return stage_def(stage).model
+
+
+def _recordings(config: dict) -> Path | None:
+    value = config.get("recordings_dir")
+    return Path(value) if value else None
+
+
+def _error_line(err: BaseException) -> str:
+    if isinstance(err, SopforgeError):
+        return str(err)
+    return f"{err.__class__.__name__}: {err}"

@@ -1,0 +1,33 @@
+"""Keep the ``runs`` row in step with the flow run that executes it."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+from sopforge.errors import SopforgeError
+from sopforge.settings import load_settings
+from sopforge.store import Store
+
+
+def _current_flow_run_id() -> str | None:
+    try:
+        from prefect.runtime import flow_run
+
+        return str(flow_run.id) if flow_run.id else None
+    except Exception:  # outside a flow run there is simply no id to record
+        return None
+
+
+@contextmanager
+def run_lifecycle(run_id: str, home: str | None) -> Iterator[None]:
+    """Mark the run running, then succeeded or failed (with the one-line error)."""
+    store = Store(load_settings(home=home).db_path)
+    store.set_run_status(run_id, "running", flow_run_id=_current_flow_run_id())
+    try:
+        yield
+    except BaseException as err:
+        line = str(err) if isinstance(err, SopforgeError) else f"{err.__class__.__name__}: {err}"
+        store.set_run_status(run_id, "failed", error=line)
+        raise
+    store.set_run_status(run_id, "succeeded")

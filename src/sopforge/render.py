@@ -1,0 +1,78 @@
+"""Human-readable renderings of artifacts: markdown for the Prefect UI and the terminal.
+
+Works on stored content dicts (what ``artifacts.content`` holds), so the CLI can render any
+version without re-validating it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+
+def _cell(value: Any) -> str:
+    text = "" if value is None else str(value)
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(rows: list[dict[str, Any]], columns: list[str]) -> str:
+    head = "| " + " | ".join(columns) + " |\n|" + "---|" * len(columns) + "\n"
+    return head + "".join("| " + " | ".join(_cell(r.get(c)) for c in columns) + " |\n" for r in rows)
+
+
+def schema_rows(content: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per field: the schema as a table (Prefect table artifact and ``sopforge show``)."""
+    rows = []
+    for f in content.get("fields", []):
+        bounds = ""
+        if f.get("choices"):
+            bounds = " | ".join(f["choices"])
+        elif f.get("minimum") is not None or f.get("maximum") is not None:
+            bounds = f"{f.get('minimum', '')} to {f.get('maximum', '')}"
+        rows.append({
+            "field": f["name"], "role": f["role"] + (" (decision)" if f.get("decision") else ""),
+            "type": f["type"], "allowed": bounds, "example": f.get("example") or "",
+            "description": f.get("description", ""),
+        })
+    return rows
+
+
+def context_markdown(content: dict[str, Any]) -> str:
+    parts = [f"# Business context: {content.get('theme', '')}\n"]
+    for section in content.get("sections", []):
+        parts.append(f"## {section['number']}. {section['title']}\n\n{section['body'].strip()}\n")
+    task = content.get("task", {})
+    steps = "\n".join(f"{i}. {s}" for i, s in enumerate(task.get("required_steps", []), 1))
+    parts.append(f"## Chosen task\n\n**{task.get('sop_title', '')}** (sub-business: {task.get('sub_business', '')})\n\n"
+                 f"{task.get('task_context', '')}\n\n{steps}\n")
+    return "\n".join(parts)
+
+
+def schema_markdown(content: dict[str, Any]) -> str:
+    columns = ["field", "role", "type", "allowed", "example", "description"]
+    return "# Data schema\n\n" + markdown_table(schema_rows(content), columns)
+
+
+def sop_markdown(content: dict[str, Any]) -> str:
+    lines = [f"# {content.get('title', 'SOP')}\n"]
+    for section in content.get("sections", []):
+        lines.append(f"## {section['number']}. {section['title']}\n\n{section['body'].strip()}\n")
+    return "\n".join(lines)
+
+
+RENDERERS = {"context": context_markdown, "schema": schema_markdown, "sop": sop_markdown}
+
+
+def artifact_markdown(stage: str, content: dict[str, Any]) -> str:
+    renderer = RENDERERS.get(stage)
+    if renderer is None:
+        return f"```json\n{content}\n```"
+    return renderer(content)
+
+
+def checks_markdown(checks: Iterable[Any]) -> str:
+    """Check results with failures first, so a reviewer sees what matters at the top."""
+    rows = sorted(({"check": c.check_name if hasattr(c, "check_name") else c.name, "passed": c.passed,
+                    "severity": c.severity, "message": c.message} for c in checks),
+                  key=lambda r: (r["passed"], r["severity"] != "error", r["check"]))
+    rows = [{**r, "passed": "yes" if r["passed"] else "**NO**"} for r in rows]
+    return "## Checks\n\n" + markdown_table(rows, ["passed", "severity", "check", "message"])

@@ -1,0 +1,94 @@
+"""Fixtures for end-to-end tests: a real Prefect server on loopback and a CLI runner.
+
+The CLI is run as a subprocess, the way a user runs it; the Prefect server is started once per
+session so each CLI invocation does not pay the ephemeral server's start-up.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SOPFORGE = [sys.executable, "-m", "sopforge.cli.app"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"prefect server exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.5)
+    raise RuntimeError(f"prefect server not healthy at {url} after {timeout}s")
+
+
+def quiet_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SOPFORGE_", "PREFECT_")) and k not in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY",
+                                                                        "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL")}
+    env.update(PREFECT_SERVER_ANALYTICS_ENABLED="false", GX_ANALYTICS_ENABLED="false", DO_NOT_TRACK="1")
+    env.update(extra)
+    return env
+
+
+@pytest.fixture(scope="session")
+def prefect_api(tmp_path_factory) -> str:
+    """API URL of a Prefect server started for this test session on 127.0.0.1."""
+    home = tmp_path_factory.mktemp("prefect-home")
+    port = free_port()
+    api = f"http://127.0.0.1:{port}/api"
+    env = quiet_env(PREFECT_HOME=str(home), PREFECT_UI_API_URL=api, PREFECT_SERVER_API_HOST="127.0.0.1",
+                    PREFECT_SERVER_API_PORT=str(port))
+    log = open(home / "server.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
+                             "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_healthy(f"{api}/health", proc)
+        yield api
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+@dataclass
+class CliResult:
+    code: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def cli(prefect_api, tmp_path):
+    """Run ``sopforge …`` in a subprocess with SOPFORGE_HOME in tmp_path, against the session server."""
+    home = tmp_path / "home"
+
+    def run(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> CliResult:
+        full_env = quiet_env(SOPFORGE_HOME=str(home), PREFECT_API_URL=prefect_api, **(env or {}))
+        proc = subprocess.run([*SOPFORGE, *args], cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=timeout)
+        return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+    run.home = home
+    return run
