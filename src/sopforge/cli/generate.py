@@ -82,8 +82,7 @@ class _Progress:
             return
         seconds = time.monotonic() - self._started
         if event == "failed" or outcome is None:
-            err.print(f"[red]✗[/] {stage} failed after {seconds:.1f}s")
-            return
+            return  # the error line printed on exit says what failed; a second line would repeat it
         passed = sum(1 for c in outcome.checks if c.passed)
         how = f"reused from {outcome.artifact.run_id}" if outcome.reused else f"{outcome.llm_calls} LLM call(s)"
         err.print(f"[green]✓[/] {stage:<8} v{outcome.artifact.version}  {how}  checks {passed}/{len(outcome.checks)}  {seconds:.1f}s")

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from sopforge.errors import SopforgeError
+from sopforge.errors import SopforgeError, ValidationFailed
 from sopforge.llm.factory import build_provider, default_model
 from sopforge.llm.gateway import Gateway
 from sopforge.llm.types import sha256_json
@@ -74,7 +74,8 @@ def input_key(definition: StageDef, spec: ThemeSpec, parents: dict[str, Artifact
         "provider": cfg.provider,
         "model": model,
         "temperature": cfg.temperature,
-        "base_url": cfg.base_url,
+        # base_url is deliberately left out: the same model behind another proxy or port is
+        # the same model, and moving a server must not force paying for every stage again.
         "max_tokens": settings.max_tokens,
     })
 
@@ -119,6 +120,8 @@ def execute_stage(run_id: str, stage: str, *, settings: Settings) -> StageOutcom
         result = definition.run(inputs, llm=gateway, settings=settings, model=model,
                                 temperature=cfg.temperature, registry=registry)
     except BaseException as err:
+        if isinstance(err, ValidationFailed):
+            store.reject_answers(stage_run_id)
         store.finish_stage(stage_run_id, "failed", error=_error_line(err))
         _emit(stage, "failed")
         raise

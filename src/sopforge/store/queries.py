@@ -144,6 +144,18 @@ def finish_stage_run(con: Con, stage_run_id: str, status: str, *, artifact_id: s
     )
 
 
+def reject_stage_answers(con: Con, stage_run_id: str) -> int:
+    """Flag the calls a stage attempt made (same window as ``finish_stage_run``) as rejected."""
+    row = con.execute("SELECT run_id, stage, started_at FROM stage_runs WHERE id = ?", [stage_run_id]).fetchone()
+    if row is None:
+        raise ValueError(f"unknown stage run {stage_run_id!r}")
+    run_id, stage, started_at = row
+    where = "run_id = ? AND stage = ? AND created_at >= ?"
+    (count,) = con.execute(f"SELECT count(*) FROM llm_calls WHERE {where}", [run_id, stage, started_at]).fetchone()
+    con.execute(f"UPDATE llm_calls SET rejected = TRUE WHERE {where}", [run_id, stage, started_at])
+    return count
+
+
 def stage_runs_for(con: Con, run_id: str) -> list[StageRunRecord]:
     rows = fetch_dicts(con, "SELECT * FROM stage_runs WHERE run_id = ? ORDER BY started_at, attempt",
                        [run_id])

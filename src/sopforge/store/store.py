@@ -309,8 +309,18 @@ class Store(StoreBase):
         answer from cache)."""
         with self._read() as con:
             found = q.calls_where(con, "request_hash = ? AND error IS NULL AND response IS NOT NULL "
+                                       "AND NOT coalesce(rejected, FALSE) "
                                        "ORDER BY created_at DESC LIMIT 1", [request_hash])
         return found[0] if found else None
+
+    def reject_answers(self, stage_run_id: str) -> int:
+        """Mark the answers of a failed stage attempt as rejected: kept, but never cached.
+
+        Returns:
+            How many calls were marked.
+        """
+        with self._write() as con, transaction(con):
+            return q.reject_stage_answers(con, stage_run_id)
 
     def calls_for_run(self, run_id: str, stage: str | None = None) -> list[LLMCallRecord]:
         """Calls recorded for a run (optionally one stage), oldest first."""

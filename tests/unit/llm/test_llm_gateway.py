@@ -184,11 +184,18 @@ def test_stats_sum_tokens_and_cost_over_calls(make_settings, make_request, ledge
     assert stats.cost_usd == pytest.approx((3000 * 1.0 + 300 * 2.0) / 1e6)
 
 
-def test_unknown_model_costs_nothing_and_is_flagged(settings, make_request):
-    gateway = Gateway(ScriptedProvider(["ok"]), ledger=None, settings=settings)
+def test_unknown_model_of_a_billed_provider_costs_nothing_and_is_flagged(settings, make_request):
+    gateway = Gateway(ScriptedProvider(["ok"], rate_limited=True), ledger=None, settings=settings)
     response = gateway.complete(make_request(model="mystery-model-7b"))
     assert response.cost_usd == 0.0
     assert gateway.stats.unpriced_models == ("mystery-model-7b",)
+
+
+def test_free_providers_are_never_flagged_as_unpriced(settings, make_request):
+    """Replay, exchange and scripted answers cost nothing; warning about their price is noise."""
+    gateway = Gateway(ScriptedProvider(["ok"]), ledger=None, settings=settings)
+    gateway.complete(make_request(model="recorded"))
+    assert gateway.stats.unpriced_models == ()
 
 
 def test_price_lookup_prefers_the_longest_prefix():

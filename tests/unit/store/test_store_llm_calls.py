@@ -74,3 +74,19 @@ def test_llm_calls_are_indexed_for_cache_and_run_lookups(store, sql):
     indexes = {r[0] for r in sql("SELECT sql FROM duckdb_indexes() WHERE table_name = 'llm_calls'")}
     assert any("(request_hash)" in s for s in indexes)
     assert any("(run_id)" in s for s in indexes)
+
+
+def test_rejected_answers_stay_recorded_but_are_never_served_from_cache(tmp_path):
+    """A stage that failed validation must re-sample the model when re-run."""
+    from sopforge.llm.types import LLMCallRecord
+    from sopforge.store import Store
+
+    store = Store(tmp_path / "s.duckdb")
+    run_id = store.create_run("theme", "slug", {})
+    stage_run = store.start_stage(run_id, "sop")
+    store.record_call(LLMCallRecord(id="c-1", run_id=run_id, call_key="slug/sop/main/a1", request_hash="h1",
+                                    stage="sop", provider="openai", model="m", response="bad answer"))
+    assert store.cached_response("h1") is not None
+    assert store.reject_answers(stage_run) == 1
+    assert store.cached_response("h1") is None
+    assert [c.response for c in store.calls_for_run(run_id)] == ["bad answer"]

@@ -1,0 +1,42 @@
+"""Answer LLM requests by stage with the recorded example responses (consistent with each other)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+RECORDINGS = Path(__file__).resolve().parents[2] / "examples" / "recordings" / "pharmacy_refills"
+THEME = ("Retail pharmacy prescription refill requests: deciding whether a patient's refill can be "
+         "dispensed, must be referred to the prescriber, or must be denied")
+
+
+def recorded_answer(stage: str) -> str:
+    text = (RECORDINGS / f"pharmacy_refills__{stage}__main__a1.response.md").read_text()
+    if text.startswith("---\n"):
+        text = text.split("\n---\n", 1)[1]
+    return text
+
+
+def stage_of(prompt: str) -> str:
+    """Which stage's template produced ``prompt`` (the SOP prompt also quotes the schema)."""
+    if "<sample_schema>" in prompt:
+        return "sop"
+    if "<Existing_fields>" in prompt:
+        return "schema"
+    if "<business_theme>" in prompt:
+        return "context"
+    raise AssertionError(f"cannot tell the stage of prompt: {prompt[:200]!r}")
+
+
+def prompt_text(body: dict, protocol: str) -> str:
+    return "\n".join(m["content"] if isinstance(m["content"], str) else str(m["content"]) for m in body["messages"])
+
+
+def by_stage(overrides: dict[str, str] | None = None):
+    """FakeLLMServer responder answering each stage with its recorded answer (or an override)."""
+    overrides = overrides or {}
+
+    def respond(body: dict, protocol: str) -> str:
+        stage = stage_of(prompt_text(body, protocol))
+        return overrides.get(stage) or recorded_answer(stage)
+
+    return respond

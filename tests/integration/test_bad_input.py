@@ -1,0 +1,96 @@
+"""Bad input: one clear line, a non-zero exit, and nothing half-written in the store."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from cli_support import ROOT, SOPFORGE, quiet_env
+
+
+def run(home: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*SOPFORGE, *args], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env=quiet_env(SOPFORGE_HOME=str(home), **(env or {})))
+
+
+def assert_one_line_error(proc, *fragments: str) -> None:
+    assert getattr(proc, "returncode", getattr(proc, "code", 0)) != 0
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("error: ")
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def assert_no_runs(home: Path) -> None:
+    db = home / "sopforge.duckdb"
+    if db.exists():
+        with duckdb.connect(str(db), read_only=True) as con:
+            assert con.execute("SELECT count(*) FROM runs").fetchone() == (0,)
+
+
+def theme_file(tmp_path: Path, text: str | bytes) -> Path:
+    path = tmp_path / "theme.yaml"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    return path
+
+
+@pytest.mark.parametrize("args, fragments", [
+    (("--theme", ""), ("theme is empty",)),
+    (("--theme", "   \n\t "), ("theme is empty",)),
+    (("--theme", "x" * 2001), ("2001 characters", "at most 2000")),
+    (("--theme", "pharmacy", "--provider", "bogus"), ("unknown provider 'bogus'", "anthropic")),
+    (("--theme", "pharmacy", "--provider", "anthropic"), ("ANTHROPIC_API_KEY is not set",)),
+    (("--theme", "pharmacy", "--provider", "openai"), ("OPENAI_API_KEY is not set",)),
+    (("missing-theme.yaml",), ("does not exist",)),
+    ((), ("no theme given",)),
+])
+def test_bad_command_line(tmp_path, args, fragments):
+    home = tmp_path / "home"
+    proc = run(home, "generate", *args)
+    assert_one_line_error(proc, *fragments)
+    assert_no_runs(home)
+
+
+@pytest.mark.parametrize("content, fragments", [
+    ("theme: [unclosed\n", ("not valid YAML", "line")),
+    ("- just\n- a list\n", ("must be a YAML mapping",)),
+    (b"theme: \xff\xfe broken\n", ("cannot be read",)),
+    ("theme: pharmacy\nstages:\n  bogus_stage: {model: x}\n", ("unknown stage 'bogus_stage'",)),
+    ("theme: pharmacy\nprovider: nope\n", ("unknown provider 'nope'",)),
+    ("theme: pharmacy\ncolour: blue\n", ("colour",)),
+])
+def test_bad_theme_file(tmp_path, content, fragments):
+    home = tmp_path / "home"
+    proc = run(home, "generate", str(theme_file(tmp_path, content)))
+    assert_one_line_error(proc, str(tmp_path / "theme.yaml"), *fragments)
+    assert_no_runs(home)
+
+
+def test_database_path_that_cannot_be_written(tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the state folder should be")
+    proc = run(blocker, "generate", "examples/themes/pharmacy_refills.yaml")
+    assert_one_line_error(proc, str(blocker), "SOPFORGE_HOME")
+
+
+def test_show_unknown_run(tmp_path):
+    home = tmp_path / "home"
+    assert run(home, "generate", "--theme", "x", "--provider", "bogus").returncode != 0
+    proc = run(home, "show", "r-doesnotexist")
+    assert proc.returncode != 0 and proc.stderr.startswith("error: ")
+
+
+@pytest.mark.prefect
+def test_replay_without_a_recording_names_the_call_key(cli, tmp_path):
+    spec = theme_file(tmp_path, "theme: a theme nobody recorded\nslug: unrecorded\nprovider: replay\n"
+                                f"recordings: {ROOT / 'examples/recordings/pharmacy_refills'}\n")
+    proc = cli("generate", str(spec))
+    assert_one_line_error(proc, "unrecorded/context/main/a1", "--provider exchange")
+    with duckdb.connect(str(cli.home / "sopforge.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM artifacts").fetchone() == (0,)
+        assert con.execute("SELECT count(*) FROM llm_calls").fetchone() == (0,)
+        assert con.execute("SELECT status FROM runs").fetchall() == [("failed",)]

@@ -1,0 +1,116 @@
+"""End to end: the CLI in a subprocess, a real Prefect server, real DuckDB, real SDKs over HTTP."""
+
+from __future__ import annotations
+
+import json
+
+import duckdb
+import httpx
+import pytest
+
+from answers import THEME, by_stage, recorded_answer
+from sopforge.llm.testserver import FakeLLMServer, status
+
+pytestmark = pytest.mark.prefect
+
+
+def db(cli) -> duckdb.DuckDBPyConnection:
+    return duckdb.connect(str(cli.home / "sopforge.duckdb"), read_only=True)
+
+
+def prefect_post(api: str, path: str, body: dict) -> list[dict]:
+    response = httpx.post(f"{api}/{path}", json=body, timeout=30)
+    response.raise_for_status()
+    return response.json()
+
+
+def test_offline_example_is_stored_visible_in_prefect_and_free_the_second_time(cli, prefect_api):
+    first = cli("generate", "examples/themes/pharmacy_refills.yaml", "--json")
+    assert first.code == 0, first.stderr
+    summary = json.loads(first.stdout)
+    assert summary["status"] == "succeeded"
+    assert [s["stage"] for s in summary["stages"]] == ["context", "schema", "sop"]
+    assert summary["llm_calls"] == 3 and summary["input_tokens"] > 0
+
+    with db(cli) as con:
+        assert con.execute("SELECT stage, status FROM artifacts ORDER BY created_at").fetchall() == [
+            ("context", "validated"), ("schema", "validated"), ("sop", "validated")]
+        edges = con.execute("""SELECT c.stage, p.stage FROM artifact_edges e JOIN artifacts c ON c.id = e.child
+                               JOIN artifacts p ON p.id = e.parent ORDER BY 1, 2""").fetchall()
+        assert edges == [("schema", "context"), ("sop", "context"), ("sop", "schema")]
+        failed = con.execute("SELECT count(*) FROM validations WHERE NOT passed AND severity = 'error'").fetchone()
+        assert failed == (0,)
+        assert con.execute("SELECT provider, count(*) FROM llm_calls GROUP BY 1").fetchall() == [("replay", 3)]
+
+    run_id = summary["run_id"]
+    flow_runs = prefect_post(prefect_api, "flow_runs/filter", {"flow_runs": {"name": {"any_": [run_id]}}})
+    assert [fr["state_type"] for fr in flow_runs] == ["COMPLETED"]
+    task_runs = prefect_post(prefect_api, "task_runs/filter",
+                             {"flow_runs": {"id": {"any_": [flow_runs[0]["id"]]}}})
+    assert sorted(t["name"] for t in task_runs) == ["context", "schema", "sop"]
+    keys = {a["key"] for a in prefect_post(prefect_api, "artifacts/filter", {"limit": 200})}
+    assert {f"{run_id}-context", f"{run_id}-schema", f"{run_id}-schema-table", f"{run_id}-sop"} <= keys
+
+    second = cli("generate", "examples/themes/pharmacy_refills.yaml", "--json")
+    assert second.code == 0, second.stderr
+    again = json.loads(second.stdout)
+    assert again["llm_calls"] == 0
+    assert {s["status"] for s in again["stages"]} == {"reused"}
+    with db(cli) as con:
+        assert con.execute("SELECT count(*) FROM llm_calls").fetchone() == (3,)
+        assert con.execute("SELECT count(*) FROM artifacts").fetchone() == (3,)
+
+    shown = cli("show", run_id[:6], "--stage", "sop", "--json")
+    assert shown.code == 0, shown.stderr
+    detail = json.loads(shown.stdout)
+    assert [p["stage"] for p in detail["lineage"]["parents"]] == ["context", "schema"]
+    assert detail["artifact"]["content"]["text"].startswith("1. Purpose")
+    assert len(detail["llm_calls"]) == 1
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_live_provider_through_its_sdk_with_a_rate_limit_retry(cli, provider):
+    secret = f"sk-test-{provider}-0123456789abcdef"
+    key_var = "OPENAI_API_KEY" if provider == "openai" else "ANTHROPIC_API_KEY"
+    with FakeLLMServer(by_stage()) as server:
+        server.enqueue(status(429, retry_after=0.2))
+        base_url = server.openai_base_url if provider == "openai" else server.anthropic_base_url
+        result = cli("generate", "--theme", THEME, "--slug", "pharmacy_refills", "--provider", provider,
+                     "--model", "test-model", "--base-url", base_url, "--json",
+                     env={key_var: secret, "SOPFORGE_BACKOFF_BASE_SECONDS": "0.05"})
+        requests = list(server.requests)
+    assert result.code == 0, result.stderr
+    assert json.loads(result.stdout)["llm_calls"] == 3
+    assert len(requests) == 4  # one 429, then one request per stage
+    assert all(r.protocol == provider for r in requests)
+    with db(cli) as con:
+        rows = con.execute("SELECT stage, provider, model, transport_attempts FROM llm_calls ORDER BY created_at").fetchall()
+    assert rows == [("context", provider, "test-model", 2), ("schema", provider, "test-model", 1),
+                    ("sop", provider, "test-model", 1)]
+    stored = (cli.home / "sopforge.duckdb").read_bytes()
+    assert secret.encode() not in stored
+    assert secret not in result.stdout + result.stderr
+
+
+def test_a_failed_stage_stops_the_flow_and_a_rerun_resumes_there(cli):
+    misnamed_section = recorded_answer("sop").replace("6. Output", "6. Results")
+    common = ("--theme", THEME, "--slug", "pharmacy_refills", "--provider", "openai", "--model", "m", "--json")
+    env = {"OPENAI_API_KEY": "sk-test", "SOPFORGE_MAX_ATTEMPTS": "2"}
+    with FakeLLMServer(by_stage({"sop": misnamed_section})) as server:
+        failed = cli("generate", *common, "--base-url", server.openai_base_url, env=env)
+    assert failed.code != 0
+    error_lines = [line for line in failed.stderr.splitlines() if line.startswith("error:")]
+    assert len(error_lines) == 1 and "sop.sections_in_order" in error_lines[0] and "after 2 attempts" in error_lines[0]
+    with db(cli) as con:
+        assert con.execute("SELECT stage FROM artifacts ORDER BY created_at").fetchall() == [("context",), ("schema",)]
+        assert con.execute("SELECT status, error IS NOT NULL FROM runs").fetchall() == [("failed", True)]
+        assert con.execute("SELECT count(*) FROM llm_calls WHERE stage = 'sop'").fetchone() == (2,)
+
+    with FakeLLMServer(by_stage()) as server:
+        resumed = cli("generate", *common, "--base-url", server.openai_base_url, env=env)
+        sent = len(server.requests)
+    assert resumed.code == 0, resumed.stderr
+    summary = json.loads(resumed.stdout)
+    assert {s["stage"]: s["status"] for s in summary["stages"]} == {
+        "context": "reused", "schema": "reused", "sop": "generated"}
+    assert summary["llm_calls"] == 1 and sent == 1  # upstream stages cost nothing; the rejected answers are not replayed
