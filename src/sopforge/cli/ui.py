@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -17,6 +18,10 @@ from sopforge.cli.output import err, handle_errors, out
 from sopforge.errors import UserError
 from sopforge.orchestration.prefect_env import configure_prefect, running_ui_api_url, ui_state_path
 from sopforge.settings import load_settings
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 def _wait_healthy(api_url: str, proc: subprocess.Popen, timeout: float) -> bool:
@@ -49,6 +54,8 @@ def ui(
     env = dict(os.environ, PREFECT_SERVER_API_HOST="127.0.0.1", PREFECT_SERVER_API_PORT=str(port),
                PREFECT_UI_API_URL=api_url, PREFECT_UI_URL=f"http://127.0.0.1:{port}")
     cmd = [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)]
+    # A SIGTERM (from a service manager or `kill`) must stop the server too, not orphan it.
+    signal.signal(signal.SIGTERM, _interrupt)
     proc = subprocess.Popen(cmd, env=env)
     state = ui_state_path(settings)
     try:
