@@ -15,9 +15,11 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from sopforge.schemas.api_graph import APIGraph
 from sopforge.schemas.checks import CheckResult
 from sopforge.schemas.context import BusinessContext
 from sopforge.schemas.data_schema import DataSchema
+from sopforge.schemas.dataset import Dataset
 from sopforge.schemas.sop import SOPDocument
 from sopforge.settings import PROJECT_ROOT
 
@@ -31,6 +33,8 @@ ARTIFACT_MODELS: dict[str, type[BaseModel]] = {
     "data_schema": DataSchema,
     "sop_document": SOPDocument,
     "check_result": CheckResult,
+    "api_graph": APIGraph,
+    "dataset": Dataset,
 }
 
 

@@ -1,0 +1,136 @@
+"""The tables behind the AST policy: which modules, names and attributes tool code may use.
+
+Kept apart from the visitor in ``policy.py`` so a reviewer can read the whole policy as data.
+Every denial carries a *kind* (the CheckResult a violation lands in) and a *reason* phrased
+for the LLM that will be re-asked with the message.
+"""
+
+from __future__ import annotations
+
+# The default allow-list of importable modules (a dotted prefix allows its submodules).
+# The brief's list plus a few pure, deterministic helpers LLM code reaches for constantly
+# (string, operator, abc, numbers, bisect, heapq, __future__). numpy is allowed because it is
+# a hard dependency of pandas, so it is installed wherever pandas is; numpy.random is denied
+# below. ``os`` is importable only so ``os.path`` can be used: every other os attribute is
+# rejected by OS_ALLOWED_ATTRS.
+DEFAULT_ALLOWED: frozenset[str] = frozenset({
+    "__future__", "abc", "bisect", "collections", "copy", "csv", "dataclasses", "datetime",
+    "decimal", "enum", "fractions", "functools", "heapq", "itertools", "json", "math", "numbers",
+    "numpy", "operator", "os", "pandas", "re", "statistics", "string", "typing",
+})
+
+# Violation kinds, in the order their CheckResults are reported.
+KINDS: tuple[str, ...] = (
+    "syntax", "imports", "network", "processes", "native_code", "randomness", "clock",
+    "environment", "dynamic_code", "filesystem", "interactive",
+)
+
+REASONS: dict[str, str] = {
+    "imports": "tools may import only the standard-library helpers and pandas",
+    "network": "tools may not use the network",
+    "processes": "tools may not start processes or threads",
+    "native_code": "tools may not load native code",
+    "randomness": "tools must be deterministic",
+    "clock": "tools must not read the clock; results must be reproducible",
+    "environment": "tools may not read the environment",
+    "dynamic_code": "tools may not generate code dynamically or reach interpreter internals",
+    "filesystem": "tools may only read their own data files, "
+                  "e.g. open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'data.csv'))",
+    "interactive": "tools run unattended",
+}
+
+# Denied module prefixes -> kind. These win over the allow-list, even one a caller extends:
+# the Principles forbid network, processes, randomness and clock whatever the configuration.
+DENIED_MODULES: dict[str, str] = {
+    **dict.fromkeys((
+        "socket", "_socket", "ssl", "_ssl", "http", "urllib", "urllib3", "requests", "httpx",
+        "aiohttp", "ftplib", "smtplib", "poplib", "imaplib", "nntplib", "telnetlib", "xmlrpc",
+        "socketserver", "asyncio", "selectors", "select", "webbrowser", "websocket", "websockets",
+        "paramiko", "boto3", "botocore", "grpc",
+    ), "network"),
+    **dict.fromkeys((
+        "subprocess", "_posixsubprocess", "multiprocessing", "_multiprocessing", "concurrent",
+        "threading", "_thread", "pty", "signal", "sh", "pexpect", "posix", "nt",
+    ), "processes"),
+    **dict.fromkeys(("ctypes", "_ctypes", "cffi", "mmap"), "native_code"),
+    **dict.fromkeys(("random", "_random", "secrets", "uuid", "numpy.random"), "randomness"),
+    **dict.fromkeys(("time", "timeit"), "clock"),
+    **dict.fromkeys((
+        "importlib", "imp", "runpy", "code", "codeop", "pickle", "_pickle", "marshal", "shelve",
+        "dill", "cloudpickle", "builtins", "inspect", "sys", "gc", "types", "ast", "dis",
+        "pdb", "bdb", "trace", "tracemalloc",
+    ), "dynamic_code"),
+    **dict.fromkeys((
+        "shutil", "tempfile", "glob", "fnmatch", "pathlib", "io", "_io", "fileinput", "sqlite3",
+        "dbm", "zipfile", "tarfile", "gzip", "bz2", "lzma", "zlib", "codecs", "linecache",
+    ), "filesystem"),
+}
+
+# os attributes tools may use: path handling and separator constants, nothing that acts.
+OS_ALLOWED_ATTRS: frozenset[str] = frozenset(
+    {"path", "sep", "altsep", "extsep", "pathsep", "linesep", "curdir", "pardir"})
+# os.path functions that consult the environment (HOME, $VARS) rather than the arguments.
+OS_PATH_DENIED: dict[str, str] = {"expanduser": "environment", "expandvars": "environment"}
+_OS_ENV = ("environ", "environb", "getenv", "getenvb", "putenv", "unsetenv")
+_OS_PROC = ("system", "popen", "fork", "forkpty", "kill", "killpg", "abort", "_exit",
+            "posix_spawn", "posix_spawnp", "startfile", "wait", "waitpid", "register_at_fork")
+
+
+def os_attribute_kind(attr: str) -> str:
+    """Return the violation kind of ``os.<attr>`` (callers check OS_ALLOWED_ATTRS first)."""
+    if attr in _OS_ENV:
+        return "environment"
+    if attr in _OS_PROC or attr.startswith(("exec", "spawn")):
+        return "processes"
+    if attr in ("urandom", "getrandom"):
+        return "randomness"
+    if attr == "times":
+        return "clock"
+    return "filesystem"
+
+
+# Builtins that must not be referenced at all (not only called): ``f = eval`` is as bad.
+FORBIDDEN_BUILTINS: dict[str, str] = {
+    **dict.fromkeys(("eval", "exec", "compile", "__import__", "globals", "locals", "vars",
+                     "__builtins__", "__loader__", "__spec__", "memoryview"), "dynamic_code"),
+    **dict.fromkeys(("breakpoint", "input", "exit", "quit", "help"), "interactive"),
+}
+
+# Dunder attributes tools may touch. Constructors chained through super() (__init__,
+# __post_init__), read-only name strings used in error messages (__name__, __qualname__,
+# __module__, __doc__) and value-protocol methods (__repr__, __str__, __eq__, __hash__,
+# __len__). None of them reaches frames, globals, builtins, code objects or the class
+# hierarchy, which is what sandbox escapes like ().__class__.__bases__[0].__subclasses__() need.
+DUNDER_ALLOWED: frozenset[str] = frozenset({
+    "__init__", "__post_init__", "__name__", "__qualname__", "__module__", "__doc__",
+    "__repr__", "__str__", "__eq__", "__hash__", "__len__",
+})
+
+# Dunder names that, as a whole string literal, only serve attribute-by-name tricks.
+DANGEROUS_DUNDER_STRINGS: frozenset[str] = frozenset({
+    "__class__", "__bases__", "__base__", "__mro__", "__subclasses__", "__globals__",
+    "__builtins__", "__code__", "__closure__", "__dict__", "__getattribute__", "__import__",
+    "__reduce__", "__reduce_ex__", "__self__", "__func__", "__loader__", "__spec__",
+})
+
+# Attribute names that read the clock on any object (datetime, date, pandas.Timestamp).
+CLOCK_ATTRS: frozenset[str] = frozenset({"now", "today", "utcnow"})
+# Calls that parse the strings "now"/"today" into the current time.
+CLOCK_PARSERS: frozenset[str] = frozenset(
+    {"to_datetime", "Timestamp", "datetime64", "Period", "date_range", "period_range"})
+
+# pandas readers allowed when their path follows the own-folder rule; other read_* are denied.
+PANDAS_READERS: frozenset[str] = frozenset(
+    {"read_csv", "read_table", "read_json", "read_parquet", "read_feather", "read_excel"})
+PANDAS_PATH_KWARGS: tuple[str, ...] = ("filepath_or_buffer", "path_or_buf", "path", "io", "file")
+# DataFrame/Series writers: denied when given a target (without one some return a string).
+PANDAS_WRITERS: frozenset[str] = frozenset({
+    "to_csv", "to_json", "to_parquet", "to_excel", "to_pickle", "to_feather", "to_hdf", "to_sql",
+    "to_stata", "to_html", "to_latex", "to_markdown", "to_xml", "to_clipboard", "to_orc",
+    "to_string", "to_gbq",
+})
+# numpy file I/O (np.load can unpickle, i.e. run code).
+NUMPY_IO: frozenset[str] = frozenset({
+    "load", "save", "savez", "savez_compressed", "savetxt", "loadtxt", "genfromtxt", "fromfile",
+    "memmap", "fromregex", "DataSource",
+})

@@ -1,0 +1,182 @@
+"""The AST policy rejects unsafe tool code before it runs, naming the line and construct."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from sopforge.validation.sandbox import DEFAULT_ALLOWED, check_code
+
+# The SOP-Bench format spec's example tools.py (research/sopbench_format.md §7).
+SPEC_EXAMPLE = '''\
+"""Mock tools for loan_triage: deterministic look-ups in this folder's CSV."""
+import csv
+import os
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class LoanTriageManager:
+    def __init__(self):
+        with open(os.path.join(_HERE, "test_set_with_outputs.csv"), newline="") as f:
+            self._rows = {r["application_id"]: r for r in csv.DictReader(f)}
+
+    def _row(self, application_id):
+        if not application_id:
+            raise ValueError("application_id is required")
+        if application_id not in self._rows:
+            raise ValueError(f"unknown application_id {application_id}")
+        return self._rows[application_id]
+
+    def getCreditScore(self, application_id):
+        return {"credit_score": int(self._row(application_id)["credit_score"])}
+
+    def process_tool_call(self, tool_name, tool_input):
+        if tool_name == "getCreditScore":
+            return self.getCreditScore(**tool_input)
+        raise ValueError(f"Invalid tool_name: {tool_name}")
+'''
+
+HEADER = "import os\n_HERE = os.path.dirname(os.path.abspath(__file__))\n"  # lines 1-2
+
+
+def failures(source: str, **kwargs) -> dict[str, str]:
+    return {c.name.removeprefix("tools.policy."): c.message for c in check_code(source, **kwargs) if not c.passed}
+
+
+def test_the_spec_example_passes_as_one_check():
+    results = check_code(SPEC_EXAMPLE)
+    assert [(c.name, c.passed) for c in results] == [("tools.policy", True)]
+
+
+@pytest.mark.parametrize(("snippet", "kind", "construct"), [
+    ("import subprocess", "processes", "import of 'subprocess'"),
+    ("import socket", "network", "import of 'socket'"),
+    ("import urllib.request", "network", "import of 'urllib.request'"),
+    ("x = __import__('random').random() if False else 0\nimport random; y = random.random()", "randomness",
+     "random.random"),
+    ("import time; t = time.time()", "clock", "time.time"),
+    ("from datetime import datetime; n = datetime.now()", "clock", "datetime.now"),
+    ("e = os.environ['HOME']", "environment", "os.environ"),
+    ("v = eval('1 + 1')", "dynamic_code", "use of 'eval'"),
+    ("m = __import__('json')", "dynamic_code", "use of '__import__'"),
+    ("f = open(os.path.join(_HERE, 'out.csv'), 'w')", "filesystem", "open(..., 'w')"),
+    ("data = open('/etc/passwd').read()", "filesystem", "open('/etc/passwd')"),
+])
+def test_each_forbidden_construct_is_reported_with_its_line(snippet, kind, construct):
+    source = HEADER + snippet + "\n"
+    line = 3 + snippet.count("\n")  # the construct sits on the snippet's last line
+    found = failures(source)
+    assert kind in found, found
+    assert f"line {line}: {construct} is not allowed" in found[kind]
+
+
+def test_violations_are_grouped_one_check_per_kind():
+    source = "import subprocess\nimport os\nos.system('ls')\nimport time\n"
+    results = check_code(source)
+    assert sorted(c.name for c in results) == ["tools.policy.clock", "tools.policy.processes"]
+    processes = next(c for c in results if c.name == "tools.policy.processes")
+    assert [v["line"] for v in processes.details["violations"]] == [1, 3]
+    assert "line 1: import of 'subprocess'" in processes.message and "line 3: os.system" in processes.message
+
+
+def test_a_syntax_error_is_a_failed_check_with_its_line():
+    results = check_code("class M:\n    def f(self:\n        pass\n")
+    assert len(results) == 1 and results[0].name == "tools.policy.syntax" and not results[0].passed
+    assert results[0].message.startswith("line 2: syntax error")
+
+
+@pytest.mark.parametrize("path", [
+    "os.path.join(_HERE, 'data.csv')",
+    "os.path.join(_HERE, 'data', 'rows.csv')",
+    "_HERE + '/data.csv'",
+    "f'{_HERE}/data.csv'",
+    "os.path.join(os.path.dirname(os.path.realpath(__file__)), 'data.csv')",
+    "DATA",
+    "self.path",
+])
+def test_paths_anchored_at_the_module_folder_may_be_read(path):
+    source = HEADER + textwrap.dedent(f"""\
+        DATA = os.path.join(_HERE, "data.csv")
+        class M:
+            def __init__(self):
+                self.path = os.path.join(_HERE, "x.csv")
+                self.rows = open({path}, "r", newline="").read()
+        """)
+    assert failures(source) == {}
+
+
+@pytest.mark.parametrize("path", [
+    "os.path.join(os.path.dirname(_HERE), 'x.csv')",       # climbs out of the folder
+    "os.path.join(_HERE, '..', 'x.csv')",                   # climbs out of the folder
+    "os.path.join(_HERE, '/etc/passwd')",                   # absolute component wins
+    "_HERE + 'x.csv'",                                      # sibling path '<folder>x.csv'
+    "os.path.join(_HERE, name)",                            # computed file name
+    "'test_set_with_outputs.csv'",                          # relative to the working directory
+    "self.path",                                            # one assignment is not anchored
+])
+def test_other_paths_are_rejected(path):
+    source = HEADER + textwrap.dedent(f"""\
+        class M:
+            def __init__(self, name="x.csv", path=None):
+                self.path = os.path.join(_HERE, "x.csv")
+                if path:
+                    self.path = path
+                self.rows = open({path}).read()
+        """)
+    found = failures(source)
+    assert list(found) == ["filesystem"] and "line 8: open(" in found["filesystem"]
+
+
+def test_interpreter_internals_are_rejected_but_ordinary_dunders_are_not():
+    bad = failures("x = ().__class__.__bases__[0]\ny = getattr(x, '__sub' + 'classes__')\n")
+    assert "line 1: attribute '__class__'" in bad["dynamic_code"]
+    assert "line 2: getattr(..., '__subclasses__')" in bad["dynamic_code"]
+    ok = textwrap.dedent("""\
+        class Base:
+            pass
+        class M(Base):
+            def __init__(self):
+                super().__init__()
+                self.__cache = {}
+            def process_tool_call(self, tool_name, tool_input):
+                method = getattr(self, tool_name)
+                return {"kind": type(self).__name__, "value": method(**tool_input)}
+        """)
+    assert failures(ok) == {}
+
+
+def test_shadowed_builtin_names_are_not_confused_with_the_builtins():
+    shadowed = "def call(input, vars):\n    return input['x'] + vars\n"
+    assert failures(shadowed) == {}
+    assert "line 2: use of 'input'" in failures("def call():\n    return input('x')\n")["interactive"]
+
+
+def test_caller_may_allow_sibling_modules_but_never_denied_ones():
+    assert "imports" in failures("import tools\n")
+    assert failures("import tools\n", allowed_imports=DEFAULT_ALLOWED | {"tools"}) == {}
+    assert "randomness" in failures("import random\n", allowed_imports=DEFAULT_ALLOWED | {"random"})
+
+
+@pytest.mark.parametrize(("snippet", "kind"), [
+    ("df = pd.read_pickle(os.path.join(_HERE, 'x.pkl'))", "dynamic_code"),
+    ("pd.DataFrame().to_csv(os.path.join(_HERE, 'out.csv'))", "filesystem"),
+    ("df = pd.read_csv('https://example.com/x.csv')", "filesystem"),
+    ("rows = pd.DataFrame({'a': [1, 2]}).sample(1)", "randomness"),
+    ("when = pd.to_datetime('today')", "clock"),
+    ("noise = np.random.rand(3)", "randomness"),
+])
+def test_pandas_and_numpy_escape_hatches_are_rejected(snippet, kind):
+    source = HEADER + "import pandas as pd\nimport numpy as np\n" + snippet + "\n"
+    assert "line 5:" in failures(source).get(kind, ""), failures(source)
+
+
+def test_pandas_reads_of_own_data_and_seeded_sampling_pass():
+    source = HEADER + textwrap.dedent("""\
+        import pandas as pd
+        df = pd.read_csv(os.path.join(_HERE, "test_set_with_outputs.csv"), dtype=str)
+        text = df.to_csv(index=False)
+        picked = df.sample(2, random_state=0)
+        """)
+    assert failures(source) == {}
