@@ -78,9 +78,12 @@ class ThemeSpec(BaseModel):
         if stage not in STAGES:
             raise UserError(f"unknown stage {stage!r}: choose one of {', '.join(STAGES)}")
         override = self.stages.get(stage, StageModelConfig())
+        # The run-wide model only makes sense for the run-wide provider; a stage that switches
+        # provider without naming a model gets that provider's default.
+        same_provider = override.provider in (None, self.provider)
         return StageModelConfig(
             provider=override.provider or self.provider,
-            model=override.model or (self.model if not override.provider or override.provider == self.provider else None),
+            model=override.model or (self.model if same_provider else None),
             temperature=self.temperature if override.temperature is None else override.temperature,
             base_url=override.base_url or self.base_url,
         )
