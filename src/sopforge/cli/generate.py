@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -108,6 +111,14 @@ def summary_dict(run_id: str, store: Store, progress: _Progress, target: str, se
     }
 
 
+def _command_name() -> str:
+    """How the user can call sopforge again: bare when on PATH, else the path they used (.venv/bin/sopforge)."""
+    if shutil.which("sopforge"):
+        return "sopforge"
+    invoked = Path(sys.argv[0])
+    return os.path.relpath(invoked) if invoked.name == "sopforge" else "sopforge"
+
+
 def print_summary(summary: dict[str, Any]) -> None:
     table = Table(title=f"run {summary['run_id']} ({summary['slug']}): {summary['status']}", title_justify="left")
     for col in ("stage", "artifact", "status", "checks", "LLM calls", "tokens in/out"):
@@ -121,11 +132,11 @@ def print_summary(summary: dict[str, Any]) -> None:
     out.print(f"LLM calls made now: {summary['llm_calls']} (cache hits {summary['cache_hits']}); "
               f"tokens {human_int(summary['input_tokens'])} in / {human_int(summary['output_tokens'])} out; "
               f"{summary['seconds']}s; {summary['prefect']}")
-    run_id = summary["run_id"]
+    run_id, cmd = summary["run_id"], _command_name()
     out.print("Where to look next:")
-    out.print(f"  sopforge show {run_id} --stage sop      the SOP as markdown, its checks, lineage and LLM calls")
-    out.print(f"  sopforge show {run_id} --stage schema   the data schema as a table")
-    out.print("  sopforge ui                            flow runs, task runs and artifacts in the Prefect UI")
+    out.print(f"  {cmd} show {run_id} --stage sop      the SOP as markdown, its checks, lineage and LLM calls")
+    out.print(f"  {cmd} show {run_id} --stage schema   the data schema as a table")
+    out.print(f"  {cmd} ui                            flow runs, task runs and artifacts in the Prefect UI")
     out.print(f"  {summary['database']}   plain SQL: runs, stage_runs, artifacts, artifact_edges, llm_calls, validations")
 
 
