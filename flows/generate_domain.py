@@ -1,4 +1,4 @@
-"""Prefect flow: business theme → business context → data schema → SOP.
+"""Prefect flow: business theme → business context → data schema → SOP → API graph → dataset.
 
 Composition only: each stage is a task (``sopforge.orchestration.tasks.stage_task``) that reuses
 or generates its artifact and persists it; a failed check raises, so nothing downstream runs.
@@ -28,4 +28,6 @@ def generate_domain(run_id: str, home: str | None = None) -> dict[str, str]:
         context = stage_task(run_id, "context", home)
         schema = stage_task(run_id, "schema", home, upstream=[context])
         sop = stage_task(run_id, "sop", home, upstream=[context, schema])
-    return {"context": context, "schema": schema, "sop": sop}
+        api_graph = stage_task(run_id, "api_graph", home, upstream=[context, schema, sop])
+        dataset = stage_task(run_id, "dataset", home, upstream=[context, schema, sop])
+    return {"context": context, "schema": schema, "sop": sop, "api_graph": api_graph, "dataset": dataset}

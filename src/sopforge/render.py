@@ -59,7 +59,34 @@ def sop_markdown(content: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-RENDERERS = {"context": context_markdown, "schema": schema_markdown, "sop": sop_markdown}
+def api_graph_markdown(content: dict[str, Any]) -> str:
+    """APIs as a table and the dependencies as a readable list (prerequisite → consumer)."""
+    apis = content.get("apis", [])
+    rows = [{
+        "api": a["api_name"], "SOP steps": ", ".join(a.get("sop_steps", [])),
+        "inputs": ", ".join(f"{p['name']} ({p['source']})" for p in a.get("input_parameters", [])),
+        "outputs": ", ".join(p["name"] for p in a.get("output_parameters", [])),
+    } for a in apis]
+    deps = [f"- `{d['dependent_api']}` → `{a['api_name']}` ({d['dependency_type']}): {d.get('dependency_reason', '')}"
+            for a in apis for d in a.get("direct_dependencies", [])]
+    return ("# API dependency graph\n\n" + markdown_table(rows, ["api", "SOP steps", "inputs", "outputs"])
+            + "\n## Dependencies\n\n" + ("\n".join(deps) or "none") + "\n")
+
+
+def dataset_sample(content: dict[str, Any], limit: int = 20) -> list[dict[str, Any]]:
+    return content.get("rows", [])[:limit]
+
+
+def dataset_markdown(content: dict[str, Any]) -> str:
+    rows = content.get("rows", [])
+    head = (f"# Dataset\n\n{len(rows)} rows (requested {content.get('rows_requested')}), "
+            f"{content.get('duplicates_dropped', 0)} duplicates dropped, {len(content.get('batches', []))} batches.\n\n")
+    sample = dataset_sample(content)
+    return head + (markdown_table(sample, list(content.get("fields", []))) if sample else "")
+
+
+RENDERERS = {"context": context_markdown, "schema": schema_markdown, "sop": sop_markdown,
+             "api_graph": api_graph_markdown, "dataset": dataset_markdown}
 
 
 def artifact_markdown(stage: str, content: dict[str, Any]) -> str:

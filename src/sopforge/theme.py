@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from sopforge.errors import UserError
 
-STAGES: tuple[str, ...] = ("context", "schema", "sop")
+STAGES: tuple[str, ...] = ("context", "schema", "sop", "api_graph", "dataset")
 PROVIDERS: tuple[str, ...] = ("anthropic", "openai", "replay", "exchange", "scripted")
 MAX_THEME_CHARS = 2000
 
@@ -42,6 +42,7 @@ class ThemeSpec(BaseModel):
     temperature: float = Field(0.1, ge=0, le=2, description="Default sampling temperature.")
     base_url: str | None = Field(None, description="Base URL of an OpenAI/Anthropic-compatible server.")
     recordings: str | None = Field(None, description="Replay folder (relative to the theme file) for --provider replay.")
+    rows: int = Field(50, ge=1, le=100_000, description="Dataset rows (tasks) to generate (SOP-Bench n_samples).")
     stages: dict[str, StageModelConfig] = Field(default_factory=dict, description="Per-stage overrides keyed by stage name.")
 
     @field_validator("theme")

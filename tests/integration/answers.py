@@ -9,15 +9,20 @@ THEME = ("Retail pharmacy prescription refill requests: deciding whether a patie
          "dispensed, must be referred to the prescriber, or must be denied")
 
 
-def recorded_answer(stage: str) -> str:
-    text = (RECORDINGS / f"pharmacy_refills__{stage}__main__a1.response.md").read_text()
+def recorded_answer(stage: str, item: str = "main") -> str:
+    text = (RECORDINGS / f"pharmacy_refills__{stage}__{item}__a1.response.md").read_text()
     if text.startswith("---\n"):
         text = text.split("\n---\n", 1)[1]
     return text
 
 
 def stage_of(prompt: str) -> str:
-    """Which stage's template produced ``prompt`` (the SOP prompt also quotes the schema)."""
+    """Which stage's template produced ``prompt`` (later prompts quote earlier artifacts, so the
+    most specific marker is tested first)."""
+    if "<existing_rows>" in prompt:
+        return "dataset"
+    if "<api_dependency_graph>" in prompt:
+        return "api_graph"
     if "<sample_schema>" in prompt:
         return "sop"
     if "<Existing_fields>" in prompt:
@@ -36,7 +41,10 @@ def by_stage(overrides: dict[str, str] | None = None):
     overrides = overrides or {}
 
     def respond(body: dict, protocol: str) -> str:
-        stage = stage_of(prompt_text(body, protocol))
+        prompt = prompt_text(body, protocol)
+        stage = stage_of(prompt)
+        if stage == "dataset" and stage not in overrides:
+            return recorded_answer(stage, "batch1" if "None yet: this is the first batch" in prompt else "batch2")
         return overrides.get(stage) or recorded_answer(stage)
 
     return respond

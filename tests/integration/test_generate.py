@@ -6,12 +6,14 @@ import json
 
 import duckdb
 import httpx
+import pyarrow.parquet as pq
 import pytest
 
 from answers import THEME, by_stage, recorded_answer
 from sopforge.llm.testserver import FakeLLMServer, status
 
 pytestmark = pytest.mark.prefect
+STAGES = ["context", "schema", "sop", "api_graph", "dataset"]
 
 
 def db(cli) -> duckdb.DuckDBPyConnection:
@@ -29,25 +31,30 @@ def test_offline_example_is_stored_visible_in_prefect_and_free_the_second_time(c
     assert first.code == 0, first.stderr
     summary = json.loads(first.stdout)
     assert summary["status"] == "succeeded"
-    assert [s["stage"] for s in summary["stages"]] == ["context", "schema", "sop"]
-    assert summary["llm_calls"] == 3 and summary["input_tokens"] > 0
+    assert [s["stage"] for s in summary["stages"]] == STAGES
+    assert summary["llm_calls"] == 6 and summary["input_tokens"] > 0  # one call per stage, two dataset batches
 
     with db(cli) as con:
         assert con.execute("SELECT stage, status FROM artifacts ORDER BY created_at").fetchall() == [
-            ("context", "validated"), ("schema", "validated"), ("sop", "validated")]
+            (stage, "validated") for stage in STAGES]
         edges = con.execute("""SELECT c.stage, p.stage FROM artifact_edges e JOIN artifacts c ON c.id = e.child
                                JOIN artifacts p ON p.id = e.parent ORDER BY 1, 2""").fetchall()
-        assert edges == [("schema", "context"), ("sop", "context"), ("sop", "schema")]
+        assert edges == [("api_graph", "context"), ("api_graph", "schema"), ("api_graph", "sop"),
+                         ("dataset", "context"), ("dataset", "schema"), ("dataset", "sop"),
+                         ("schema", "context"), ("sop", "context"), ("sop", "schema")]
         failed = con.execute("SELECT count(*) FROM validations WHERE NOT passed AND severity = 'error'").fetchone()
         assert failed == (0,)
-        assert con.execute("SELECT provider, count(*) FROM llm_calls GROUP BY 1").fetchall() == [("replay", 3)]
+        assert con.execute("SELECT provider, count(*) FROM llm_calls GROUP BY 1").fetchall() == [("replay", 6)]
+        assert con.execute("SELECT count(DISTINCT row_id) FROM dataset_rows").fetchone() == (50,)
+    dataset_id = summary["stages"][-1]["artifact_id"]
+    assert len(pq.read_table(cli.home / "datasets" / f"{dataset_id}.parquet")) == 50
 
     run_id = summary["run_id"]
     flow_runs = prefect_post(prefect_api, "flow_runs/filter", {"flow_runs": {"name": {"any_": [run_id]}}})
     assert [fr["state_type"] for fr in flow_runs] == ["COMPLETED"]
     task_runs = prefect_post(prefect_api, "task_runs/filter",
                              {"flow_runs": {"id": {"any_": [flow_runs[0]["id"]]}}})
-    assert sorted(t["name"] for t in task_runs) == ["context", "schema", "sop"]
+    assert sorted(t["name"] for t in task_runs) == sorted(STAGES)
     keys = {a["key"] for a in prefect_post(prefect_api, "artifacts/filter", {"limit": 200})}
     assert {f"{run_id}-context", f"{run_id}-schema", f"{run_id}-schema-table", f"{run_id}-sop"} <= keys
 
@@ -57,8 +64,8 @@ def test_offline_example_is_stored_visible_in_prefect_and_free_the_second_time(c
     assert again["llm_calls"] == 0
     assert {s["status"] for s in again["stages"]} == {"reused"}
     with db(cli) as con:
-        assert con.execute("SELECT count(*) FROM llm_calls").fetchone() == (3,)
-        assert con.execute("SELECT count(*) FROM artifacts").fetchone() == (3,)
+        assert con.execute("SELECT count(*) FROM llm_calls").fetchone() == (6,)
+        assert con.execute("SELECT count(*) FROM artifacts").fetchone() == (5,)
 
     shown = cli("show", run_id[:6], "--stage", "sop", "--json")
     assert shown.code == 0, shown.stderr
@@ -80,13 +87,13 @@ def test_live_provider_through_its_sdk_with_a_rate_limit_retry(cli, provider):
                      env={key_var: secret, "SOPFORGE_BACKOFF_BASE_SECONDS": "0.05"})
         requests = list(server.requests)
     assert result.code == 0, result.stderr
-    assert json.loads(result.stdout)["llm_calls"] == 3
-    assert len(requests) == 4  # one 429, then one request per stage
+    assert json.loads(result.stdout)["llm_calls"] == 6
+    assert len(requests) == 7  # one 429, then one request per stage and two dataset batches
     assert all(r.protocol == provider for r in requests)
     with db(cli) as con:
         rows = con.execute("SELECT stage, provider, model, transport_attempts FROM llm_calls ORDER BY created_at").fetchall()
-    assert rows == [("context", provider, "test-model", 2), ("schema", provider, "test-model", 1),
-                    ("sop", provider, "test-model", 1)]
+    assert rows == [("context", provider, "test-model", 2)] + [
+        (stage, provider, "test-model", 1) for stage in ("schema", "sop", "api_graph", "dataset", "dataset")]
     stored = (cli.home / "sopforge.duckdb").read_bytes()
     assert secret.encode() not in stored
     assert secret not in result.stdout + result.stderr
@@ -112,5 +119,6 @@ def test_a_failed_stage_stops_the_flow_and_a_rerun_resumes_there(cli):
     assert resumed.code == 0, resumed.stderr
     summary = json.loads(resumed.stdout)
     assert {s["stage"]: s["status"] for s in summary["stages"]} == {
-        "context": "reused", "schema": "reused", "sop": "generated"}
-    assert summary["llm_calls"] == 1 and sent == 1  # upstream stages cost nothing; the rejected answers are not replayed
+        "context": "reused", "schema": "reused", "sop": "generated", "api_graph": "generated", "dataset": "generated"}
+    # upstream stages cost nothing and the rejected SOP answers are not replayed: sop, api_graph, 2 batches
+    assert summary["llm_calls"] == 4 and sent == 4

@@ -149,13 +149,14 @@ def generate(
     base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI/Anthropic-compatible server URL (vLLM, Ollama…)."),
     temperature: Optional[float] = typer.Option(None, help="Sampling temperature for every stage."),
     slug: Optional[str] = typer.Option(None, help="Short [a-z0-9_] name of the domain (default: from the theme)."),
+    rows: Optional[int] = typer.Option(None, help="Dataset rows (tasks) to generate (default 50)."),
     home: Optional[Path] = typer.Option(None, help="State folder (default $SOPFORGE_HOME or ./artifacts)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
 ) -> None:
-    """Generate a domain from a theme: business context → data schema → SOP, validated and stored."""
+    """Generate a domain from a theme: context → schema → SOP → API graph → dataset, validated and stored."""
     started = time.monotonic()
     spec, base_dir = resolve_spec(theme_file, theme, {
-        "provider": provider, "model": model, "base_url": base_url, "temperature": temperature, "slug": slug})
+        "provider": provider, "model": model, "base_url": base_url, "temperature": temperature, "slug": slug, "rows": rows})
     settings = load_settings(home=home)
     store = Store(settings.db_path)
     store.check_writable()

@@ -77,6 +77,7 @@ def input_key(definition: StageDef, spec: ThemeSpec, parents: dict[str, Artifact
         # base_url is deliberately left out: the same model behind another proxy or port is
         # the same model, and moving a server must not force paying for every stage again.
         "max_tokens": settings.max_tokens,
+        "params": definition.params(spec),
     })
 
 
@@ -125,19 +126,34 @@ def execute_stage(run_id: str, stage: str, *, settings: Settings) -> StageOutcom
         store.finish_stage(stage_run_id, "failed", error=_error_line(err))
         _emit(stage, "failed")
         raise
+    content = result.artifact.model_dump(mode="json")
+    rows = content.get("rows") if definition.kind == "dataset" else None
     record = store.save_artifact(ArtifactWrite(
-        run_id=run_id, stage=stage, kind=definition.kind,
-        content=result.artifact.model_dump(mode="json"),
+        run_id=run_id, stage=stage, kind=definition.kind, content=content,
+        rows=rows, row_id_field=content.get("id_field") if rows is not None else None,
         template_id=result.template_id, template_hash=result.template_hash, model=model,
         input_key=key, status="validated", parents=[p.id for p in parents.values()],
         checks=result.checks, stage_run_id=stage_run_id,
     ))
+    if rows is not None:
+        write_parquet(rows, settings.home / "datasets" / f"{record.id}.parquet")
     stats = gateway.stats
     outcome = StageOutcome(stage, record, reused=False, llm_calls=stats.calls, cache_hits=stats.cache_hits,
                            input_tokens=stats.input_tokens, output_tokens=stats.output_tokens,
                            checks=store.validations_for(record.id))
     _emit(stage, "finished", outcome)
     return outcome
+
+
+def write_parquet(rows: list[dict], path: Path) -> None:
+    """The dataset as Parquet for pandas/DuckDB users; written after the store commit (a derived copy)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    pq.write_table(pa.Table.from_pylist(rows), tmp)
+    tmp.replace(path)
 
 
 def definition_model(stage: str):

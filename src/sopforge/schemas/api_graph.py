@@ -405,9 +405,11 @@ def check_graph(graph: APIGraph, schema: DataSchema, sop: SOPDocument) -> list[C
                            "no API returns a decision field", outputs=decided))
 
     consumed = {(p.name, a.api_name) for a in graph.apis for p in a.input_parameters}
-    unused = [f"{a.api_name}.{o}" for a in graph.apis for o in a.output_names
-              if o in fields and fields[o].role == "existing"
-              and not any(n == o and consumer != a.api_name for n, consumer in consumed)]
+    # An existing field returned for display is how hidden case data reaches the agent (its
+    # decision rules read it), so only outputs meant for other APIs or storage can be orphans.
+    unused = [f"{a.api_name}.{o.name}" for a in graph.apis for o in a.output_parameters
+              if o.name in fields and fields[o.name].role == "existing" and o.destination != "ui_display"
+              and not any(n == o.name and consumer != a.api_name for n, consumer in consumed)]
     results.append(_result("api_graph.orphan_outputs", unused,
                            f"outputs no API consumes and that are not to-be-obtained fields: {', '.join(unused)}; "
                            "pass them to the API that needs them or drop them", "every output is used",

@@ -206,6 +206,28 @@ def insert_edges(con: Con, child: str, parents: list[str]) -> None:
         con.execute("INSERT INTO artifact_edges (child, parent) VALUES (?, ?)", [child, parent])
 
 
+def insert_dataset_rows(con: Con, artifact_id: str, rows: list[dict[str, Any]], id_field: str | None) -> None:
+    """Bulk-insert rows through an Arrow table: thousands of rows in one statement, not one each."""
+    import pyarrow as pa
+
+    table = pa.table({
+        "artifact_id": [artifact_id] * len(rows),
+        "ordinal": list(range(len(rows))),
+        "row_id": [None if id_field is None else str(r.get(id_field)) for r in rows],
+        "data": [to_json(r, what=f"dataset row {i}") for i, r in enumerate(rows)],
+    })
+    con.register("_incoming_rows", table)
+    try:
+        con.execute("INSERT INTO dataset_rows SELECT artifact_id, ordinal, row_id, data::JSON FROM _incoming_rows")
+    finally:
+        con.unregister("_incoming_rows")
+
+
+def dataset_rows(con: Con, artifact_id: str) -> list[dict[str, Any]]:
+    found = con.execute("SELECT data FROM dataset_rows WHERE artifact_id = ? ORDER BY ordinal", [artifact_id]).fetchall()
+    return [json.loads(d) for (d,) in found]
+
+
 def insert_validations(con: Con, artifact_id: str, checks: list[CheckResult],
                        details_json: list[str]) -> None:
     """Store check results in the order they ran (``details_json`` pre-serialised)."""

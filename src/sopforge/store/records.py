@@ -122,6 +122,9 @@ class ArtifactWrite(BaseModel):
         None, description="Status for stage_run_id; default: failed when a blocking check failed, else succeeded.")
     stage_error: str | None = Field(
         None, description="Error for stage_run_id; default: the blocking checks' messages when it failed.")
+    rows: list[dict[str, Any]] | None = Field(
+        None, description="Dataset rows to store in ``dataset_rows`` in the same transaction.")
+    row_id_field: str | None = Field(None, description="Field of ``rows`` that identifies a row.")
     supersede_previous: bool = Field(
         True, description="Mark earlier draft/validated/approved versions of the same (run, stage) 'superseded'.")
 

@@ -198,12 +198,19 @@ class Store(StoreBase):
                     q.supersede_earlier(con, write.run_id, write.stage, artifact_id)
                 q.insert_edges(con, artifact_id, write.parents)
                 q.insert_validations(con, artifact_id, write.checks, details_json)
+                if write.rows is not None:
+                    q.insert_dataset_rows(con, artifact_id, write.rows, write.row_id_field)
                 if write.stage_run_id:
                     q.finish_stage_run(con, write.stage_run_id, stage_status,
                                        artifact_id=artifact_id, error=stage_error)
             record = q.get_artifact(con, artifact_id)
         assert record is not None
         return record
+
+    def dataset_rows(self, artifact_id: str) -> list[dict[str, Any]]:
+        """Rows stored with a dataset artifact, in order."""
+        with self._read() as con:
+            return q.dataset_rows(con, artifact_id)
 
     def find_reusable_artifact(self, stage: str, input_key: str) -> ArtifactRecord | None:
         """The newest validated or approved artifact of ``stage`` built from ``input_key``,

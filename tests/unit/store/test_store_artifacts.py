@@ -179,3 +179,24 @@ def test_json_columns_are_queryable_with_plain_sql(store, run_id, save, sql):
 def test_save_artifact_rejects_an_unknown_status():
     with pytest.raises(ValueError):
         ArtifactWrite(run_id="r", stage="s", kind="k", content={}, input_key="k", status="done")
+
+
+def test_dataset_rows_are_stored_with_their_artifact_in_one_transaction(tmp_path, monkeypatch):
+    from sopforge.store import ArtifactWrite, Store
+    from sopforge.store import queries
+
+    store = Store(tmp_path / "rows.duckdb")
+    run_id = store.create_run("theme", "slug", {})
+    rows = [{"request_id": f"RR-{i:03d}", "refills": i} for i in range(300)]
+    write = ArtifactWrite(run_id=run_id, stage="dataset", kind="dataset", content={"rows": rows},
+                          input_key="k", rows=rows, row_id_field="request_id")
+    record = store.save_artifact(write)
+    assert store.dataset_rows(record.id) == rows
+
+    def broken_insert(*args, **kwargs):
+        raise RuntimeError("disk full while inserting rows")
+
+    monkeypatch.setattr(queries, "insert_dataset_rows", broken_insert)
+    with pytest.raises(RuntimeError):
+        store.save_artifact(write.model_copy(update={"input_key": "k2"}))
+    assert [a.input_key for a in store.artifacts_for_run(run_id)] == ["k"]
