@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from sopforge.cli import generate, inspect, ui
+from sopforge.cli import audit, generate, inspect, ui
 
 app = typer.Typer(
     name="sopforge",
@@ -17,6 +17,7 @@ app.command("generate")(generate.generate)
 app.command("runs")(inspect.runs)
 app.command("show")(inspect.show)
 app.command("ui")(ui.ui)
+app.command("audit")(audit.audit)
 
 
 def main() -> None:
