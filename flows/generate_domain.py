@@ -1,4 +1,4 @@
-"""Prefect flow: business theme → business context → data schema → SOP → API graph → dataset.
+"""Prefect flow: theme → context → schema → SOP → API graph → dataset → tools → ground truth → package.
 
 Composition only: each stage is a task (``sopforge.orchestration.tasks.stage_task``) that reuses
 or generates its artifact and persists it; a failed check raises, so nothing downstream runs.
@@ -30,4 +30,8 @@ def generate_domain(run_id: str, home: str | None = None) -> dict[str, str]:
         sop = stage_task(run_id, "sop", home, upstream=[context, schema])
         api_graph = stage_task(run_id, "api_graph", home, upstream=[context, schema, sop])
         dataset = stage_task(run_id, "dataset", home, upstream=[context, schema, sop])
-    return {"context": context, "schema": schema, "sop": sop, "api_graph": api_graph, "dataset": dataset}
+        tools = stage_task(run_id, "tools", home, upstream=[context, schema, sop, api_graph, dataset])
+        reference = stage_task(run_id, "reference", home, upstream=[schema, sop, api_graph, tools, dataset])
+        package = stage_task(run_id, "package", home, upstream=[context, sop, api_graph, tools, reference])
+    return {"context": context, "schema": schema, "sop": sop, "api_graph": api_graph, "dataset": dataset,
+            "tools": tools, "reference": reference, "package": package}

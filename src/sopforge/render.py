@@ -85,8 +85,37 @@ def dataset_markdown(content: dict[str, Any]) -> str:
     return head + (markdown_table(sample, list(content.get("fields", []))) if sample else "")
 
 
+def tools_markdown(content: dict[str, Any]) -> str:
+    specs = [s.get("toolSpec", s) for s in content.get("toolspecs", {}).get("specs", [])]
+    rows = [{"tool": t["name"], "parameters": ", ".join(t["inputSchema"]["json"].get("properties", {})),
+             "description": t["description"]} for t in specs]
+    code = content.get("code", {}).get("source", "")
+    return ("# Tools\n\n" + markdown_table(rows, ["tool", "parameters", "description"])
+            + f"\n## tools.py ({len(code.splitlines())} lines)\n\n```python\n{code}\n```\n")
+
+
+def reference_markdown(content: dict[str, Any]) -> str:
+    """Ground truth: how many tasks, which rows were excluded and the decision coverage table."""
+    rows = [{"field": f, "outcome": v, "tasks": n} for f, counts in content.get("coverage", {}).items()
+            for v, n in counts.items()]
+    excluded = content.get("excluded", [])
+    return (f"# Ground truth\n\n{len(content.get('tasks', []))} tasks computed by executing the reference "
+            f"procedure on {content.get('rows_total')} rows; {len(excluded)} excluded.\n\n"
+            + markdown_table(rows, ["field", "outcome", "tasks"]))
+
+
+def package_markdown(content: dict[str, Any]) -> str:
+    stats = content.get("stats", {})
+    graph = stats.get("graph") or {}
+    return (f"# Export: {content.get('benchmark')}\n\nSOP-Bench folder: `{content.get('sopbench_folder')}`\n\n"
+            f"Tasks {stats.get('num_tasks')}, tools {stats.get('num_tools')}, SOP tokens ~{stats.get('sop_tokens')}, "
+            f"graph {graph.get('nodes')} nodes / {graph.get('edges')} edges (density {graph.get('density')}).\n\n"
+            f"Oracle: {content.get('oracle', {}).get('summary')}\n")
+
+
 RENDERERS = {"context": context_markdown, "schema": schema_markdown, "sop": sop_markdown,
-             "api_graph": api_graph_markdown, "dataset": dataset_markdown}
+             "api_graph": api_graph_markdown, "dataset": dataset_markdown, "tools": tools_markdown,
+             "reference": reference_markdown, "package": package_markdown}
 
 
 def artifact_markdown(stage: str, content: dict[str, Any]) -> str:

@@ -14,7 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from sopforge.errors import UserError
 
-STAGES: tuple[str, ...] = ("context", "schema", "sop", "api_graph", "dataset")
+STAGES: tuple[str, ...] = ("context", "schema", "sop", "api_graph", "dataset", "tools", "reference")
+# Stages that ask no LLM (no provider or model to configure).
+DETERMINISTIC_STAGES: tuple[str, ...] = ("package",)
 PROVIDERS: tuple[str, ...] = ("anthropic", "openai", "replay", "exchange", "scripted")
 MAX_THEME_CHARS = 2000
 

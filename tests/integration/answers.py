@@ -19,6 +19,14 @@ def recorded_answer(stage: str, item: str = "main") -> str:
 def stage_of(prompt: str) -> str:
     """Which stage's template produced ``prompt`` (later prompts quote earlier artifacts, so the
     most specific marker is tested first)."""
+    if "<procedure_plan>" in prompt:
+        return "reference"
+    if "Write the complete module inside <code>" in prompt:
+        return "tools/code"
+    if "<sop_tool_analysis>" in prompt:
+        return "tools/toolspecs"
+    if "<sop_breakdown>" in prompt:
+        return "tools/api_docs"
     if "<existing_rows>" in prompt:
         return "dataset"
     if "<api_dependency_graph>" in prompt:
@@ -43,8 +51,12 @@ def by_stage(overrides: dict[str, str] | None = None):
     def respond(body: dict, protocol: str) -> str:
         prompt = prompt_text(body, protocol)
         stage = stage_of(prompt)
-        if stage == "dataset" and stage not in overrides:
+        if stage in overrides:
+            return overrides[stage]
+        if stage == "dataset":
             return recorded_answer(stage, "batch1" if "None yet: this is the first batch" in prompt else "batch2")
-        return overrides.get(stage) or recorded_answer(stage)
+        if stage.startswith("tools/"):
+            return recorded_answer("tools", stage.split("/")[1])
+        return recorded_answer(stage)
 
     return respond

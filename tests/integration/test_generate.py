@@ -13,7 +13,9 @@ from answers import THEME, by_stage, recorded_answer
 from sopforge.llm.testserver import FakeLLMServer, status
 
 pytestmark = pytest.mark.prefect
-STAGES = ["context", "schema", "sop", "api_graph", "dataset"]
+STAGES = ["context", "schema", "sop", "api_graph", "dataset", "tools", "reference", "package"]
+# One call per LLM stage, two dataset batches, three tools steps (API docs, toolspecs, code).
+CALLS = 10
 
 
 def db(cli) -> duckdb.DuckDBPyConnection:
@@ -32,7 +34,7 @@ def test_offline_example_is_stored_visible_in_prefect_and_free_the_second_time(c
     summary = json.loads(first.stdout)
     assert summary["status"] == "succeeded"
     assert [s["stage"] for s in summary["stages"]] == STAGES
-    assert summary["llm_calls"] == 6 and summary["input_tokens"] > 0  # one call per stage, two dataset batches
+    assert summary["llm_calls"] == CALLS and summary["input_tokens"] > 0
 
     with db(cli) as con:
         assert con.execute("SELECT stage, status FROM artifacts ORDER BY created_at").fetchall() == [
@@ -41,12 +43,18 @@ def test_offline_example_is_stored_visible_in_prefect_and_free_the_second_time(c
                                JOIN artifacts p ON p.id = e.parent ORDER BY 1, 2""").fetchall()
         assert edges == [("api_graph", "context"), ("api_graph", "schema"), ("api_graph", "sop"),
                          ("dataset", "context"), ("dataset", "schema"), ("dataset", "sop"),
-                         ("schema", "context"), ("sop", "context"), ("sop", "schema")]
+                         ("package", "api_graph"), ("package", "context"), ("package", "reference"),
+                         ("package", "sop"), ("package", "tools"),
+                         ("reference", "api_graph"), ("reference", "dataset"), ("reference", "schema"),
+                         ("reference", "sop"), ("reference", "tools"),
+                         ("schema", "context"), ("sop", "context"), ("sop", "schema"),
+                         ("tools", "api_graph"), ("tools", "context"), ("tools", "dataset"), ("tools", "schema"),
+                         ("tools", "sop")]
         failed = con.execute("SELECT count(*) FROM validations WHERE NOT passed AND severity = 'error'").fetchone()
         assert failed == (0,)
-        assert con.execute("SELECT provider, count(*) FROM llm_calls GROUP BY 1").fetchall() == [("replay", 6)]
+        assert con.execute("SELECT provider, count(*) FROM llm_calls GROUP BY 1").fetchall() == [("replay", CALLS)]
         assert con.execute("SELECT count(DISTINCT row_id) FROM dataset_rows").fetchone() == (50,)
-    dataset_id = summary["stages"][-1]["artifact_id"]
+    dataset_id = summary["stages"][STAGES.index("dataset")]["artifact_id"]
     assert len(pq.read_table(cli.home / "datasets" / f"{dataset_id}.parquet")) == 50
 
     run_id = summary["run_id"]
@@ -64,8 +72,8 @@ def test_offline_example_is_stored_visible_in_prefect_and_free_the_second_time(c
     assert again["llm_calls"] == 0
     assert {s["status"] for s in again["stages"]} == {"reused"}
     with db(cli) as con:
-        assert con.execute("SELECT count(*) FROM llm_calls").fetchone() == (6,)
-        assert con.execute("SELECT count(*) FROM artifacts").fetchone() == (5,)
+        assert con.execute("SELECT count(*) FROM llm_calls").fetchone() == (CALLS,)
+        assert con.execute("SELECT count(*) FROM artifacts").fetchone() == (len(STAGES),)
 
     shown = cli("show", run_id[:6], "--stage", "sop", "--json")
     assert shown.code == 0, shown.stderr
@@ -87,13 +95,14 @@ def test_live_provider_through_its_sdk_with_a_rate_limit_retry(cli, provider):
                      env={key_var: secret, "SOPFORGE_BACKOFF_BASE_SECONDS": "0.05"})
         requests = list(server.requests)
     assert result.code == 0, result.stderr
-    assert json.loads(result.stdout)["llm_calls"] == 6
-    assert len(requests) == 7  # one 429, then one request per stage and two dataset batches
+    assert json.loads(result.stdout)["llm_calls"] == CALLS
+    assert len(requests) == CALLS + 1  # the 429, then every call
     assert all(r.protocol == provider for r in requests)
     with db(cli) as con:
         rows = con.execute("SELECT stage, provider, model, transport_attempts FROM llm_calls ORDER BY created_at").fetchall()
     assert rows == [("context", provider, "test-model", 2)] + [
-        (stage, provider, "test-model", 1) for stage in ("schema", "sop", "api_graph", "dataset", "dataset")]
+        (stage, provider, "test-model", 1)
+        for stage in ("schema", "sop", "api_graph", "dataset", "dataset", "tools", "tools", "tools", "reference")]
     stored = (cli.home / "sopforge.duckdb").read_bytes()
     assert secret.encode() not in stored
     assert secret not in result.stdout + result.stderr
@@ -119,6 +128,25 @@ def test_a_failed_stage_stops_the_flow_and_a_rerun_resumes_there(cli):
     assert resumed.code == 0, resumed.stderr
     summary = json.loads(resumed.stdout)
     assert {s["stage"]: s["status"] for s in summary["stages"]} == {
-        "context": "reused", "schema": "reused", "sop": "generated", "api_graph": "generated", "dataset": "generated"}
-    # upstream stages cost nothing and the rejected SOP answers are not replayed: sop, api_graph, 2 batches
-    assert summary["llm_calls"] == 4 and sent == 4
+        "context": "reused", "schema": "reused", **{s: "generated" for s in STAGES[2:]}}
+    # upstream stages cost nothing and the rejected SOP answers are not replayed
+    assert summary["llm_calls"] == CALLS - 2 and sent == CALLS - 2
+
+
+def test_a_stub_tool_is_caught_by_the_tools_gate_and_nothing_is_exported(cli):
+    """Tool code that ignores its data fails the runtime checks; the flow stops before package."""
+    good = recorded_answer("tools", "code")
+    stub = good.replace('return {"interaction_alert_level": self._row(request_id)["interaction_alert_level"]}',
+                        'return {"interaction_alert_level": "no_alert"}')
+    assert stub != good
+    with FakeLLMServer(by_stage({"tools/code": stub})) as server:
+        failed = cli("generate", "--theme", THEME, "--slug", "pharmacy_refills", "--provider", "openai",
+                     "--model", "m", "--base-url", server.openai_base_url,
+                     env={"OPENAI_API_KEY": "sk-test", "SOPFORGE_MAX_ATTEMPTS": "2"})
+    assert failed.code != 0
+    error = [line for line in failed.stderr.splitlines() if line.startswith("error:")]
+    assert len(error) == 1 and "tools" in error[0] and "getInteractionAlert" in error[0], failed.stderr
+    assert not (cli.home / "exports").exists()
+    with db(cli) as con:
+        stages = {s for (s,) in con.execute("SELECT stage FROM artifacts").fetchall()}
+    assert stages == {"context", "schema", "sop", "api_graph", "dataset"}

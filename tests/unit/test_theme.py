@@ -26,7 +26,7 @@ def test_slug_is_derived_from_the_theme_when_absent():
 @pytest.mark.parametrize("data, fragment", [
     ({"theme": " "}, "theme is empty"),
     ({"theme": "x", "slug": "Bad Slug"}, "must match"),
-    ({"theme": "x", "stages": {"tools": {}}}, "unknown stage 'tools'"),
+    ({"theme": "x", "stages": {"packaging": {}}}, "unknown stage 'packaging'"),
     ({"theme": "x", "stages": {"sop": {"provider": "gemini"}}}, "unknown provider 'gemini'"),
 ])
 def test_invalid_specs_raise_one_line_naming_the_source(data, fragment):

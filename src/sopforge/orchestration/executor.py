@@ -16,11 +16,11 @@ from sopforge.errors import SopforgeError, ValidationFailed
 from sopforge.llm.factory import build_provider, default_model
 from sopforge.llm.gateway import Gateway
 from sopforge.llm.types import sha256_json
-from sopforge.orchestration.stage_defs import StageDef, stage_def
+from sopforge.orchestration.stage_defs import InputContext, StageDef, stage_def
 from sopforge.prompts import default_registry
 from sopforge.settings import Settings
 from sopforge.store import ArtifactRecord, ArtifactWrite, Store
-from sopforge.theme import ThemeSpec
+from sopforge.theme import StageModelConfig, ThemeSpec
 
 
 @dataclass
@@ -64,7 +64,7 @@ def run_spec(store: Store, run_id: str) -> tuple[ThemeSpec, dict]:
 def input_key(definition: StageDef, spec: ThemeSpec, parents: dict[str, ArtifactRecord],
               template_hashes: dict[str, str], model: str, settings: Settings) -> str:
     """Hash of everything that determines a stage's output: the cache key in the store."""
-    cfg = spec.for_stage(definition.name)
+    cfg = spec.for_stage(definition.name) if definition.uses_llm else StageModelConfig()
     return sha256_json({
         "stage": definition.name,
         "theme": spec.theme if not definition.parents else None,
@@ -98,8 +98,8 @@ def execute_stage(run_id: str, stage: str, *, settings: Settings) -> StageOutcom
             raise SopforgeError(f"stage {stage} needs the {parent} artifact, which run {run_id} does not have yet")
         parents[parent] = record
 
-    cfg = spec.for_stage(stage)
-    model = cfg.model or default_model(cfg.provider)
+    cfg = spec.for_stage(stage) if definition.uses_llm else StageModelConfig()
+    model = (cfg.model or default_model(cfg.provider)) if definition.uses_llm else None
     registry = default_registry(settings)
     template_hashes = {tid: registry.get(tid).sha256 for tid in definition.template_ids}
     key = input_key(definition, spec, parents, template_hashes, model, settings)
@@ -113,10 +113,14 @@ def execute_stage(run_id: str, stage: str, *, settings: Settings) -> StageOutcom
         return outcome
 
     stage_run_id = store.start_stage(run_id, stage)
-    provider_settings = settings.model_copy(update={"recordings_dir": _recordings(config)})
-    provider = build_provider(cfg.provider, settings=provider_settings, base_url=cfg.base_url)
-    gateway = Gateway(provider, ledger=store, settings=settings, run_id=run_id)
-    inputs = definition.make_inputs(spec, {n: definition_model(n).model_validate(r.content) for n, r in parents.items()})
+    gateway = None
+    if definition.uses_llm:
+        provider_settings = settings.model_copy(update={"recordings_dir": _recordings(config)})
+        provider = build_provider(cfg.provider, settings=provider_settings, base_url=cfg.base_url)
+        gateway = Gateway(provider, ledger=store, settings=settings, run_id=run_id)
+    context = InputContext(run_id=run_id, exports_dir=settings.exports_dir, parent_records=parents)
+    inputs = definition.make_inputs(
+        spec, {n: definition_model(n).model_validate(r.content) for n, r in parents.items()}, context)
     try:
         result = definition.run(inputs, llm=gateway, settings=settings, model=model,
                                 temperature=cfg.temperature, registry=registry)
@@ -137,10 +141,11 @@ def execute_stage(run_id: str, stage: str, *, settings: Settings) -> StageOutcom
     ))
     if rows is not None:
         write_parquet(rows, settings.home / "datasets" / f"{record.id}.parquet")
-    stats = gateway.stats
-    outcome = StageOutcome(stage, record, reused=False, llm_calls=stats.calls, cache_hits=stats.cache_hits,
-                           input_tokens=stats.input_tokens, output_tokens=stats.output_tokens,
-                           checks=store.validations_for(record.id))
+    outcome = StageOutcome(stage, record, reused=False, checks=store.validations_for(record.id))
+    if gateway is not None:
+        stats = gateway.stats
+        outcome.llm_calls, outcome.cache_hits = stats.calls, stats.cache_hits
+        outcome.input_tokens, outcome.output_tokens = stats.input_tokens, stats.output_tokens
     _emit(stage, "finished", outcome)
     return outcome
 

@@ -20,7 +20,9 @@ from sopforge.schemas.checks import CheckResult
 from sopforge.schemas.context import BusinessContext
 from sopforge.schemas.data_schema import DataSchema
 from sopforge.schemas.dataset import Dataset
+from sopforge.schemas.ground_truth import GroundTruth, OracleReport
 from sopforge.schemas.sop import SOPDocument
+from sopforge.schemas.tools import ToolsArtifact
 from sopforge.settings import PROJECT_ROOT
 
 __all__ = ["ARTIFACT_MODELS", "REGENERATE_COMMAND", "render_json_schema", "write_json_schemas", "main"]
@@ -35,6 +37,9 @@ ARTIFACT_MODELS: dict[str, type[BaseModel]] = {
     "check_result": CheckResult,
     "api_graph": APIGraph,
     "dataset": Dataset,
+    "ground_truth": GroundTruth,
+    "oracle_report": OracleReport,
+    "tools": ToolsArtifact,
 }
 
 

@@ -1,0 +1,104 @@
+"""Stage 'package': export the domain and gate the release on the oracle agent.
+
+Deterministic (no LLM). Writes, under ``<exports>/<run_id>/``:
+- ``<slug>/``: the SOP-Bench folder (``../shared/research/sopbench_format.md``), re-audited by the exporter,
+  plus ``reference_procedure.py`` and ``tasks.jsonl`` for the oracle and ``sopforge audit``;
+- ``tasks.jsonl`` / ``tasks.parquet``: tasks with full provenance;
+- ``metadata.json``: the counts SOP-Bench Table 3 and TELLER Table 4 report.
+The oracle agent replays every task's expected calls through the exported tools; a task
+success rate below 1.00 is a blocking check that names the failing tasks.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sopforge.export.metadata import benchmark_stats
+from sopforge.export.sopbench import write_sopbench_folder
+from sopforge.export.tables import ArtifactRef, Provenance, write_tasks_jsonl, write_tasks_parquet
+from sopforge.schemas.api_graph import APIGraph
+from sopforge.schemas.checks import CheckResult, check
+from sopforge.schemas.context import BusinessContext
+from sopforge.schemas.ground_truth import GroundTruth
+from sopforge.schemas.package import PackageManifest
+from sopforge.schemas.sop import SOPDocument
+from sopforge.schemas.tools import ToolsArtifact
+from sopforge.stages.base import StageResult
+from sopforge.validation import oracle
+
+STAGE = "package"
+
+
+class PackageInputs(BaseModel):
+    """What the package stage needs: every upstream artifact and where to write."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    run_id: str = Field(description="Run being packaged (names the export folder).")
+    theme: str = Field(description="Business theme of the run.")
+    theme_slug: str = Field(description="Benchmark name and SOP-Bench folder name.")
+    context: BusinessContext = Field(description="Accepted business context (domain and description).")
+    sop: SOPDocument = Field(description="Accepted SOP: sop.txt.")
+    api_graph: APIGraph = Field(description="Accepted API graph: graph figures.")
+    tools: ToolsArtifact = Field(description="Accepted tools: toolspecs.json and tools.py.")
+    ground_truth: GroundTruth = Field(description="Computed ground truth: rows, tasks, column roles.")
+    exports_dir: Path = Field(description="Root of all exports (<SOPFORGE_HOME>/exports).")
+    provenance: list[ArtifactRef] = Field(default_factory=list, description="Artifacts the export is built from.")
+
+
+def _industry(context: BusinessContext) -> str:
+    for line in context.sections[0].body.splitlines():
+        if line.lower().startswith("industry:"):
+            return line.split(":", 1)[1].strip()
+    return context.theme
+
+
+def run(inputs: PackageInputs, **_: object) -> StageResult[PackageManifest]:
+    """Write the exports and run the oracle check on the exported folder.
+
+    Returns:
+        The manifest, with ``package.oracle_tsr`` and ``package.tasks_present`` checks.
+    """
+    gt, slug = inputs.ground_truth, inputs.theme_slug
+    export_dir = inputs.exports_dir / inputs.run_id
+    folder = write_sopbench_folder(
+        export_dir, name=slug, domain=_industry(inputs.context), description=inputs.context.task.sop_title,
+        sop_text=inputs.sop.text, toolspecs=inputs.tools.toolspecs.specs, tools_source=inputs.tools.code.source,
+        rows=gt.export_rows(), input_columns=gt.input_columns, intermediate_columns=gt.intermediate_columns,
+        output_columns=gt.output_columns, reference_source=gt.procedure.source, api_graph=inputs.api_graph,
+        extra_metadata={"sopforge_run_id": inputs.run_id, "theme": inputs.theme,
+                        "provenance": [a.model_dump(mode="json") for a in inputs.provenance]},
+        overwrite=True)
+    oracle.write_tasks_jsonl(folder / "tasks.jsonl", gt.tasks)
+    report = oracle.oracle_check(folder, gt.tasks)
+
+    oracle_figures = {"summary": report.summary(), "ecr": report.ecr, "tsr": report.tsr,
+                      "strict_tsr": report.strict_tsr, "failing": [f.task_id for f in report.failures]}
+    provenance = Provenance(run_id=inputs.run_id, benchmark=slug, theme=inputs.theme, artifacts=inputs.provenance)
+    tasks = [t.model_dump(mode="json") for t in gt.tasks]
+    tasks_jsonl = write_tasks_jsonl(export_dir / "tasks.jsonl", tasks, provenance)
+    tasks_parquet = write_tasks_parquet(export_dir / "tasks.parquet", tasks, provenance)
+    stats = benchmark_stats(sop_text=inputs.sop.text, toolspecs=inputs.tools.toolspecs.specs,
+                            rows=gt.export_rows(), input_columns=gt.input_columns,
+                            output_columns=gt.output_columns, api_graph=inputs.api_graph, tasks=tasks)
+    metadata = {"benchmark": slug, "run_id": inputs.run_id, "theme": inputs.theme,
+                "stats": stats.model_dump(mode="json"), "coverage": gt.coverage,
+                "excluded_rows": [e.model_dump(mode="json") for e in gt.excluded],
+                "oracle": oracle_figures}
+    metadata_json = export_dir / "metadata.json"
+    metadata_json.write_text(json.dumps(metadata, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+    manifest = PackageManifest(
+        benchmark=slug, export_dir=str(export_dir), sopbench_folder=str(folder), tasks_jsonl=str(tasks_jsonl),
+        tasks_parquet=str(tasks_parquet), metadata_json=str(metadata_json), stats=stats.model_dump(mode="json"),
+        coverage=gt.coverage, excluded_rows=len(gt.excluded), oracle=oracle_figures)
+    checks: list[CheckResult] = [
+        check("package.tasks_present", bool(gt.tasks), "no task has a computed ground truth: nothing to export",
+              tasks=len(gt.tasks)),
+        *report.checks(),
+    ]
+    return StageResult(artifact=manifest, checks=checks, template_id="-", template_hash="-", prompt_hash="-",
+                       model="-", attempts=1, raw_texts=[])
