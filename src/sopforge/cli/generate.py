@@ -102,8 +102,12 @@ def summary_dict(run_id: str, store: Store, progress: _Progress, target: str, se
             "llm_calls": o.llm_calls, "cache_hits": o.cache_hits,
             "input_tokens": o.input_tokens, "output_tokens": o.output_tokens,
         })
+    reference, package = progress.outcomes.get("reference"), progress.outcomes.get("package")
     return {
         "run_id": run_id, "theme": run.theme, "slug": run.theme_slug, "status": run.status, "error": run.error,
+        "coverage": reference.artifact.content.get("coverage") if reference else None,
+        "export": package.artifact.content.get("sopbench_folder") if package else None,
+        "oracle": package.artifact.content.get("oracle", {}).get("summary") if package else None,
         "stages": stages, "prefect": target, "seconds": round(seconds, 1),
         "llm_calls": sum(s["llm_calls"] for s in stages), "cache_hits": sum(s["cache_hits"] for s in stages),
         "input_tokens": sum(s["input_tokens"] for s in stages), "output_tokens": sum(s["output_tokens"] for s in stages),
@@ -132,11 +136,24 @@ def print_summary(summary: dict[str, Any]) -> None:
     out.print(f"LLM calls made now: {summary['llm_calls']} (cache hits {summary['cache_hits']}); "
               f"tokens {human_int(summary['input_tokens'])} in / {human_int(summary['output_tokens'])} out; "
               f"{summary['seconds']}s; {summary['prefect']}")
+    if summary.get("coverage"):
+        coverage = Table(title="decision coverage (tasks per outcome, computed by executing the reference procedure)",
+                         title_justify="left")
+        for col in ("decision field", "outcome", "tasks"):
+            coverage.add_column(col)
+        for field, counts in summary["coverage"].items():
+            for value, n in counts.items():
+                coverage.add_row(field, value, str(n))
+        out.print(coverage)
+    if summary.get("export"):
+        out.print(f"exported: {summary['export']}  ({summary['oracle']})")
     run_id, cmd = summary["run_id"], _command_name()
     out.print("Where to look next:")
     out.print(f"  {cmd} show {run_id} --stage sop      the SOP as markdown, its checks, lineage and LLM calls")
     out.print(f"  {cmd} show {run_id} --stage schema   the data schema as a table")
     out.print(f"  {cmd} ui                            flow runs, task runs and artifacts in the Prefect UI")
+    if summary.get("export"):
+        out.print(f"  {cmd} audit {summary['export']}   re-check the exported SOP-Bench folder")
     out.print(f"  {summary['database']}   plain SQL: runs, stage_runs, artifacts, artifact_edges, llm_calls, validations")
 
 

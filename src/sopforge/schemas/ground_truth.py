@@ -17,13 +17,13 @@ those cells. :meth:`GroundTruth.export_rows` gives the exporter one typed dict p
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, computed_field
 
 from sopforge.parsing import ParseError, extract_tag, strip_code_fence
 from sopforge.schemas.checks import CheckResult, check
+from sopforge.schemas.tools import csv_cell  # one spelling of bundle CSV cells, shared with the tools stage
 
 __all__ = [
     "CODE_TAG",
@@ -41,24 +41,6 @@ __all__ = [
 CODE_TAG = "code"
 
 ExcludedKind = Literal["exception", "invalid_output", "out_of_range", "intermediate_mismatch"]
-
-
-def csv_cell(value: Any) -> str:
-    """A value as a CSV cell: booleans ``True``/``False``, lists and dicts as JSON, else ``str()``.
-
-    Args:
-        value: A typed value (dataset row, tool result, decision).
-
-    Returns:
-        The cell text; ``None`` becomes an empty cell.
-    """
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "True" if value else "False"
-    if isinstance(value, (list, dict)):
-        return json.dumps(value, ensure_ascii=False)
-    return str(value)
 
 
 class ReferenceProcedure(BaseModel):
