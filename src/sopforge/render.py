@@ -109,7 +109,7 @@ def package_markdown(content: dict[str, Any]) -> str:
     graph = stats.get("graph") or {}
     return (f"# Export: {content.get('benchmark')}\n\nSOP-Bench folder: `{content.get('sopbench_folder')}`\n\n"
             f"Tasks {stats.get('num_tasks')}, tools {stats.get('num_tools')}, SOP tokens ~{stats.get('sop_tokens')}, "
-            f"graph {graph.get('nodes')} nodes / {graph.get('edges')} edges (density {graph.get('density')}).\n\n"
+            f"graph {graph.get('nodes')} nodes / {graph.get('edges')} edges (density {graph.get('density', 0):.4f}).\n\n"
             f"Oracle: {content.get('oracle', {}).get('summary')}\n")
 
 
