@@ -9,7 +9,8 @@ from pydantic import AliasChoices, BaseModel, Field
 
 from sopforge.llm.types import LLMClient
 from sopforge.prompts import PromptRegistry, default_registry
-from sopforge.schemas.api_graph import APIGraph, check_graph
+from sopforge.schemas.api_graph import APIGraph
+from sopforge.validation.api_graph_checks import check_graph
 from sopforge.schemas.checks import CheckResult
 from sopforge.schemas.context import BusinessContext
 from sopforge.schemas.data_schema import DataSchema

@@ -8,7 +8,8 @@ import networkx as nx
 import pytest
 
 from sopforge.parsing import ParseError
-from sopforge.schemas.api_graph import APIDependency, APIGraph, APISpec, OutputParameter, check_graph
+from sopforge.schemas.api_graph import APIDependency, APIGraph, APISpec, OutputParameter
+from sopforge.validation.api_graph_checks import check_graph
 from sopforge.schemas.data_schema import DataSchema
 from sopforge.schemas.sop import SOPDocument
 
