@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from sopforge.cli import audit, generate, inspect, ui
+from sopforge.cli import audit, generate, inspect, rerun, ui
 
 app = typer.Typer(
     name="sopforge",
@@ -14,6 +14,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.command("generate")(generate.generate)
+app.command("rerun")(rerun.rerun)
 app.command("runs")(inspect.runs)
 app.command("show")(inspect.show)
 app.command("ui")(ui.ui)

@@ -179,11 +179,20 @@ def generate(
     store.check_writable()
     replay_dir = recordings_dir(spec, base_dir, settings)
     preflight(spec, settings.model_copy(update={"recordings_dir": replay_dir}))
-    target = configure_prefect(settings)
-    flow = load_flow("generate_domain", settings)
-
     config = {"spec": spec.model_dump(mode="json"), "recordings_dir": str(replay_dir) if replay_dir else None,
               "max_tokens": settings.max_tokens, "max_attempts": settings.max_attempts}
+    execute_run(store, settings, spec, config, as_json=as_json, started=started)
+
+
+def execute_run(store: Store, settings: Settings, spec: ThemeSpec, config: dict[str, Any], *, as_json: bool,
+                started: float) -> None:
+    """Create the run, execute the generate-domain flow with progress, print the summary.
+
+    Raises:
+        SopforgeError: the flow failed; the summary of what did complete is printed first.
+    """
+    target = configure_prefect(settings)
+    flow = load_flow("generate_domain", settings)
     run_id = store.create_run(spec.theme, spec.slug, config)
     progress = _Progress(quiet=as_json)
     executor.add_listener(progress)

@@ -61,8 +61,29 @@ def run_spec(store: Store, run_id: str) -> tuple[ThemeSpec, dict]:
     return ThemeSpec.model_validate(run.config["spec"]), run.config
 
 
+class _FreshSamples:
+    """Ledger for a stage forced by ``sopforge rerun --from``: calls are recorded as usual, but no
+    answer comes from the response cache, so the stage really samples the model again."""
+
+    def __init__(self, store: Store):
+        self._store = store
+
+    def cached_response(self, request_hash: str) -> None:
+        return None
+
+    def record_call(self, record) -> None:
+        self._store.record_call(record)
+
+
+def rerun_options(config: dict, stage: str) -> tuple[bool, str | None]:
+    """Whether ``stage`` is forced to regenerate in this run, and the reviewer feedback for it."""
+    rerun = config.get("rerun") or {}
+    return stage in rerun.get("force", []), (rerun.get("feedback") or {}).get(stage)
+
+
 def input_key(definition: StageDef, spec: ThemeSpec, parents: dict[str, ArtifactRecord],
-              template_hashes: dict[str, str], model: str, settings: Settings) -> str:
+              template_hashes: dict[str, str], model: str, settings: Settings,
+              feedback: str | None = None) -> str:
     """Hash of everything that determines a stage's output: the cache key in the store."""
     cfg = spec.for_stage(definition.name) if definition.uses_llm else StageModelConfig()
     return sha256_json({
@@ -78,6 +99,7 @@ def input_key(definition: StageDef, spec: ThemeSpec, parents: dict[str, Artifact
         # the same model, and moving a server must not force paying for every stage again.
         "max_tokens": settings.max_tokens,
         "params": definition.params(spec),
+        "feedback": feedback,
     })
 
 
@@ -102,10 +124,11 @@ def execute_stage(run_id: str, stage: str, *, settings: Settings) -> StageOutcom
     model = (cfg.model or default_model(cfg.provider)) if definition.uses_llm else None
     registry = default_registry(settings)
     template_hashes = {tid: registry.get(tid).sha256 for tid in definition.template_ids}
-    key = input_key(definition, spec, parents, template_hashes, model, settings)
+    forced, feedback = rerun_options(config, stage)
+    key = input_key(definition, spec, parents, template_hashes, model, settings, feedback)
 
     _emit(stage, "started")
-    reusable = store.find_reusable_artifact(stage, key)
+    reusable = None if forced else store.find_reusable_artifact(stage, key)
     if reusable is not None:
         store.record_reuse(run_id, stage, reusable.id)
         outcome = StageOutcome(stage, reusable, reused=True, checks=store.validations_for(reusable.id))
@@ -117,13 +140,13 @@ def execute_stage(run_id: str, stage: str, *, settings: Settings) -> StageOutcom
     if definition.uses_llm:
         provider_settings = settings.model_copy(update={"recordings_dir": _recordings(config)})
         provider = build_provider(cfg.provider, settings=provider_settings, base_url=cfg.base_url)
-        gateway = Gateway(provider, ledger=store, settings=settings, run_id=run_id)
+        gateway = Gateway(provider, ledger=_FreshSamples(store) if forced else store, settings=settings, run_id=run_id)
     context = InputContext(run_id=run_id, exports_dir=settings.exports_dir, parent_records=parents)
     inputs = definition.make_inputs(
         spec, {n: definition_model(n).model_validate(r.content) for n, r in parents.items()}, context)
     try:
         result = definition.run(inputs, llm=gateway, settings=settings, model=model,
-                                temperature=cfg.temperature, registry=registry)
+                                temperature=cfg.temperature, registry=registry, feedback=feedback)
     except BaseException as err:
         if isinstance(err, ValidationFailed):
             store.reject_answers(stage_run_id)

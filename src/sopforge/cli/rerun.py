@@ -1,0 +1,75 @@
+"""``sopforge rerun``: a new run from an earlier one, reusing every upstream artifact.
+
+Without ``--from`` the run resumes at its first incomplete stage: completed stages are found in
+the store by their input key and cost nothing. With ``--from STAGE`` that stage samples the model
+again (bypassing the response cache), with the reviewer's ``--feedback`` in its prompt and
+``--model`` for it and its descendants. A descendant whose inputs come out unchanged is reused.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from sopforge.cli.generate import execute_run, preflight
+from sopforge.cli.output import handle_errors
+from sopforge.errors import UserError
+from sopforge.orchestration.stage_defs import STAGE_DEFS, stage_def
+from sopforge.settings import load_settings
+from sopforge.store import Store
+from sopforge.theme import STAGES, StageModelConfig, ThemeSpec
+
+
+def descendants(stage: str) -> list[str]:
+    """``stage`` and every stage downstream of it, in chain order."""
+    found = {stage}
+    for name, definition in STAGE_DEFS.items():
+        if found & set(definition.parents):
+            found.add(name)
+    return [name for name in STAGE_DEFS if name in found]
+
+
+def with_model(spec: ThemeSpec, stages: list[str], model: str) -> ThemeSpec:
+    overrides = dict(spec.stages)
+    for stage in stages:
+        if stage in STAGES:  # deterministic stages have no model
+            current = overrides.get(stage, StageModelConfig())
+            overrides[stage] = current.model_copy(update={"model": model})
+    return spec.model_copy(update={"stages": overrides})
+
+
+@handle_errors
+def rerun(
+    run: str = typer.Argument(..., help="Run to start from (id or unique prefix)."),
+    from_stage: Optional[str] = typer.Option(None, "--from", help="Regenerate this stage (and what depends on it)."),
+    feedback: Optional[str] = typer.Option(None, help="Reviewer feedback added to the regenerated stage's prompt."),
+    model: Optional[str] = typer.Option(None, help="Model for the regenerated stage and its descendants."),
+    force: bool = typer.Option(False, help="Rerun even if the run is recorded as still running (its process died)."),
+    home: Optional[Path] = typer.Option(None, help="State folder (default $SOPFORGE_HOME or ./artifacts)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
+) -> None:
+    """Start a new run from RUN: reuse every upstream artifact, regenerate from a stage or resume."""
+    started = time.monotonic()
+    settings = load_settings(home=home)
+    if not settings.db_path.exists():
+        raise UserError(f"no sopforge database at {settings.db_path}: nothing to rerun (set SOPFORGE_HOME?)")
+    store = Store(settings.db_path)
+    previous = store.get_run(run)
+    if from_stage is not None:
+        stage_def(from_stage)  # unknown stage -> one-line UserError listing the stages
+    elif feedback is not None or model is not None:
+        raise UserError("--feedback and --model apply to a regenerated stage: add --from STAGE")
+    if previous.status == "running" and not force:
+        raise UserError(f"run {previous.id} is still running: wait for it to finish, or pass --force if its process died")
+    spec = ThemeSpec.model_validate(previous.config["spec"])
+    if model is not None:
+        spec = with_model(spec, descendants(from_stage), model)
+    config = {**previous.config, "spec": spec.model_dump(mode="json"),
+              "rerun": {"from_run": previous.id, "force": [from_stage] if from_stage else [],
+                        "feedback": {from_stage: feedback} if feedback else {}}}
+    store.check_writable()
+    preflight(spec, settings.model_copy(update={"recordings_dir": config.get("recordings_dir")}))
+    execute_run(store, settings, spec, config, as_json=as_json, started=started)
