@@ -143,7 +143,7 @@ def execute_stage(run_id: str, stage: str, *, settings: Settings) -> StageOutcom
         gateway = Gateway(provider, ledger=_FreshSamples(store) if forced else store, settings=settings, run_id=run_id)
     context = InputContext(run_id=run_id, exports_dir=settings.exports_dir, parent_records=parents)
     inputs = definition.make_inputs(
-        spec, {n: definition_model(n).model_validate(r.content) for n, r in parents.items()}, context)
+        spec, {n: stage_def(n).model.model_validate(r.content) for n, r in parents.items()}, context)
     try:
         result = definition.run(inputs, llm=gateway, settings=settings, model=model,
                                 temperature=cfg.temperature, registry=registry, feedback=feedback)
@@ -182,10 +182,6 @@ def write_parquet(rows: list[dict], path: Path) -> None:
     tmp = path.with_suffix(".tmp")
     pq.write_table(pa.Table.from_pylist(rows), tmp)
     tmp.replace(path)
-
-
-def definition_model(stage: str):
-    return stage_def(stage).model
 
 
 def _recordings(config: dict) -> Path | None:
