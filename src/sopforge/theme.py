@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -18,6 +19,10 @@ STAGES: tuple[str, ...] = ("context", "schema", "sop", "api_graph", "dataset", "
 # Stages that ask no LLM (no provider or model to configure).
 DETERMINISTIC_STAGES: tuple[str, ...] = ("package",)
 PROVIDERS: tuple[str, ...] = ("anthropic", "openai", "replay", "exchange", "scripted")
+# Review gates stop after these stages unless the theme file or --gate/--no-gate says otherwise:
+# the SOP, the graph and the tools are what a domain expert can judge; package is the release.
+DEFAULT_GATES: tuple[str, ...] = ("sop", "api_graph", "tools", "package")
+ReviewMode = Literal["auto", "ui"]
 MAX_THEME_CHARS = 2000
 
 
@@ -46,6 +51,9 @@ class ThemeSpec(BaseModel):
     recordings: str | None = Field(None, description="Replay folder (relative to the theme file) for --provider replay.")
     rows: int = Field(50, ge=1, le=100_000, description="Dataset rows (tasks) to generate (SOP-Bench n_samples).")
     stages: dict[str, StageModelConfig] = Field(default_factory=dict, description="Per-stage overrides keyed by stage name.")
+    review: ReviewMode = Field("auto", description="auto: a gate approves when every check passed, else the run stops as needs_review; "
+                                                   "ui: the flow run pauses at each gate for a reviewer (Prefect UI or `sopforge review`).")
+    gates: list[str] = Field(default_factory=lambda: list(DEFAULT_GATES), description="Stages followed by a review gate.")
 
     @field_validator("theme")
     @classmethod
@@ -72,6 +80,11 @@ class ThemeSpec(BaseModel):
                 raise ValueError(f"unknown stage {stage!r}: choose one of {', '.join(STAGES)}")
             if cfg.provider is not None:
                 _check_provider(cfg.provider)
+        for gate in self.gates:
+            if gate not in STAGES + DETERMINISTIC_STAGES:
+                raise ValueError(f"unknown gate stage {gate!r}: choose from {', '.join(STAGES + DETERMINISTIC_STAGES)}")
+        # Gates follow the chain's order whatever order they were listed in.
+        self.gates = [s for s in STAGES + DETERMINISTIC_STAGES if s in self.gates]
         if self.slug is None:
             self.slug = slugify(self.theme)
         return self

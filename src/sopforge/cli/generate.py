@@ -13,51 +13,14 @@ import typer
 from rich.table import Table
 
 from sopforge.cli.output import err, handle_errors, human_int, out, print_json
-from sopforge.errors import SopforgeError, UserError
-from sopforge.llm.factory import build_provider
+from sopforge.errors import SopforgeError
 from sopforge.orchestration import executor
 from sopforge.orchestration.flows import load_flow
 from sopforge.orchestration.prefect_env import configure_prefect
+from sopforge.run_request import resolve_spec, run_config
 from sopforge.settings import Settings, load_settings
 from sopforge.store import Store
-from sopforge.theme import STAGES, ThemeSpec, build_spec, load_theme_file
-
-
-def resolve_spec(theme_file: Path | None, theme: str | None, overrides: dict[str, Any]) -> tuple[ThemeSpec, Path | None]:
-    """Build the ThemeSpec from a file or ``--theme``; command-line options win over the file."""
-    if theme_file is not None and theme is not None:
-        raise UserError("give either a theme file or --theme, not both")
-    if theme_file is None and theme is None:
-        raise UserError("no theme given: pass --theme \"…\" or a theme file such as examples/themes/pharmacy_refills.yaml")
-    base_dir: Path | None = None
-    if theme_file is not None:
-        spec, base_dir = load_theme_file(theme_file)
-        data = spec.model_dump(exclude_none=True)
-        source = str(theme_file)
-    else:
-        data, source = {"theme": theme}, "--theme"
-    data.update({k: v for k, v in overrides.items() if v is not None})
-    return build_spec(data, source=source), base_dir
-
-
-def recordings_dir(spec: ThemeSpec, base_dir: Path | None, settings: Settings) -> Path | None:
-    """Absolute replay folder: the theme file's ``recordings`` or examples/recordings/<slug>."""
-    uses_replay = any(spec.for_stage(s).provider == "replay" for s in STAGES)
-    if not uses_replay:
-        return None
-    folder = (base_dir / spec.recordings) if spec.recordings and base_dir else (
-        Path(spec.recordings) if spec.recordings else settings.resolved_recordings_dir / spec.slug)
-    folder = folder.resolve()
-    if not folder.is_dir():
-        raise UserError(f"replay folder {folder} does not exist: set 'recordings:' in the theme file or record with --provider exchange")
-    return folder
-
-
-def preflight(spec: ThemeSpec, settings: Settings) -> None:
-    """Fail before anything is written when a provider cannot be built (unknown name, missing key)."""
-    for stage in STAGES:
-        cfg = spec.for_stage(stage)
-        build_provider(cfg.provider, settings=settings, base_url=cfg.base_url)
+from sopforge.theme import ThemeSpec
 
 
 class _Progress:
@@ -167,20 +130,21 @@ def generate(
     temperature: Optional[float] = typer.Option(None, help="Sampling temperature for every stage."),
     slug: Optional[str] = typer.Option(None, help="Short [a-z0-9_] name of the domain (default: from the theme)."),
     rows: Optional[int] = typer.Option(None, help="Dataset rows (tasks) to generate (default 50)."),
+    review: Optional[str] = typer.Option(None, help="auto (gates approve when every check passed) or ui (pause for a reviewer)."),
+    gate: list[str] = typer.Option([], "--gate", help="Add a review gate after this stage (repeatable)."),
+    no_gate: list[str] = typer.Option([], "--no-gate", help="Remove the review gate after this stage (repeatable)."),
     home: Optional[Path] = typer.Option(None, help="State folder (default $SOPFORGE_HOME or ./artifacts)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
 ) -> None:
     """Generate a domain from a theme: context → schema → SOP → API graph → dataset, validated and stored."""
     started = time.monotonic()
     spec, base_dir = resolve_spec(theme_file, theme, {
-        "provider": provider, "model": model, "base_url": base_url, "temperature": temperature, "slug": slug, "rows": rows})
+        "provider": provider, "model": model, "base_url": base_url, "temperature": temperature, "slug": slug,
+        "rows": rows, "review": review}, add_gates=gate, remove_gates=no_gate)
     settings = load_settings(home=home)
     store = Store(settings.db_path)
     store.check_writable()
-    replay_dir = recordings_dir(spec, base_dir, settings)
-    preflight(spec, settings.model_copy(update={"recordings_dir": replay_dir}))
-    config = {"spec": spec.model_dump(mode="json"), "recordings_dir": str(replay_dir) if replay_dir else None,
-              "max_tokens": settings.max_tokens, "max_attempts": settings.max_attempts}
+    config = run_config(spec, base_dir, settings)
     execute_run(store, settings, spec, config, as_json=as_json, started=started)
 
 

@@ -14,7 +14,8 @@ from typing import Optional
 
 import typer
 
-from sopforge.cli.generate import execute_run, preflight
+from sopforge.cli.generate import execute_run
+from sopforge.run_request import preflight
 from sopforge.cli.output import handle_errors
 from sopforge.errors import UserError
 from sopforge.orchestration.stage_defs import STAGE_DEFS, stage_def

@@ -1,0 +1,68 @@
+"""Turn a request (theme file or text plus overrides) into a validated run configuration.
+
+Shared by ``sopforge generate`` and the deployable ``new-domain`` flow, so a run started from
+a work pool is checked exactly like one started from the terminal: the spec is validated, the
+replay folder exists and every provider can be built before anything is written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sopforge.errors import UserError
+from sopforge.llm.factory import build_provider
+from sopforge.settings import Settings
+from sopforge.theme import DEFAULT_GATES, DETERMINISTIC_STAGES, STAGES, ThemeSpec, build_spec, load_theme_file
+
+def resolve_spec(theme_file: Path | None, theme: str | None, overrides: dict[str, Any], *,
+                 add_gates: list[str] = (), remove_gates: list[str] = ()) -> tuple[ThemeSpec, Path | None]:
+    """Build the ThemeSpec from a file or ``--theme``; command-line options win over the file."""
+    if theme_file is not None and theme is not None:
+        raise UserError("give either a theme file or --theme, not both")
+    if theme_file is None and theme is None:
+        raise UserError("no theme given: pass --theme \"…\" or a theme file such as examples/themes/pharmacy_refills.yaml")
+    base_dir: Path | None = None
+    if theme_file is not None:
+        spec, base_dir = load_theme_file(theme_file)
+        data = spec.model_dump(exclude_none=True)
+        source = str(theme_file)
+    else:
+        data, source = {"theme": theme}, "--theme"
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    if add_gates or remove_gates:
+        for stage in (*add_gates, *remove_gates):
+            if stage not in STAGES + DETERMINISTIC_STAGES:
+                raise UserError(f"unknown gate stage {stage!r} in --gate/--no-gate: choose from {', '.join(STAGES + DETERMINISTIC_STAGES)}")
+        gates = list(data.get("gates", DEFAULT_GATES)) + list(add_gates)
+        data["gates"] = [g for g in dict.fromkeys(gates) if g not in remove_gates]
+    return build_spec(data, source=source), base_dir
+
+
+def recordings_dir(spec: ThemeSpec, base_dir: Path | None, settings: Settings) -> Path | None:
+    """Absolute replay folder: the theme file's ``recordings`` or examples/recordings/<slug>."""
+    uses_replay = any(spec.for_stage(s).provider == "replay" for s in STAGES)
+    if not uses_replay:
+        return None
+    folder = (base_dir / spec.recordings) if spec.recordings and base_dir else (
+        Path(spec.recordings) if spec.recordings else settings.resolved_recordings_dir / spec.slug)
+    folder = folder.resolve()
+    if not folder.is_dir():
+        raise UserError(f"replay folder {folder} does not exist: set 'recordings:' in the theme file or record with --provider exchange")
+    return folder
+
+
+def preflight(spec: ThemeSpec, settings: Settings) -> None:
+    """Fail before anything is written when a provider cannot be built (unknown name, missing key)."""
+    for stage in STAGES:
+        cfg = spec.for_stage(stage)
+        build_provider(cfg.provider, settings=settings, base_url=cfg.base_url)
+
+
+
+def run_config(spec: ThemeSpec, base_dir: Path | None, settings: Settings) -> dict[str, Any]:
+    """The ``runs.config`` of a new run, after the preflight checks (nothing is written here)."""
+    replay_dir = recordings_dir(spec, base_dir, settings)
+    preflight(spec, settings.model_copy(update={"recordings_dir": replay_dir}))
+    return {"spec": spec.model_dump(mode="json"), "recordings_dir": str(replay_dir) if replay_dir else None,
+            "max_tokens": settings.max_tokens, "max_attempts": settings.max_attempts}
