@@ -1,7 +1,7 @@
 """sopforge.store: the DuckDB-backed store of runs, artifacts, lineage, checks and LLM calls.
 
 ``Store`` is the only code that touches DuckDB. Its tables (``runs``, ``stage_runs``,
-``artifacts``, ``artifact_edges``, ``llm_calls``, ``validations``, ``reviews`` and
+``artifacts``, ``artifact_edges``, ``llm_calls``, ``validations``, ``reviews``, ``review_requests``, ``dataset_rows`` and
 ``schema_migrations``) are a documented interface that users query with plain SQL.
 """
 
@@ -12,6 +12,8 @@ from .records import (
     ArtifactStatus,
     ArtifactWrite,
     ReviewRecord,
+    ReviewRequestRecord,
+    ReviewWrite,
     RunRecord,
     RunStatus,
     RunSummary,
@@ -29,6 +31,8 @@ __all__ = [
     "ArtifactStatus",
     "ArtifactWrite",
     "ReviewRecord",
+    "ReviewRequestRecord",
+    "ReviewWrite",
     "RunRecord",
     "RunStatus",
     "RunSummary",

@@ -183,10 +183,11 @@ def insert_artifact(con: Con, *, run_id: str, stage: str, kind: str, content_jso
 
 
 def supersede_earlier(con: Con, run_id: str, stage: str, keep_id: str) -> None:
-    """Mark earlier live versions of ``(run_id, stage)`` superseded; rejected ones stay rejected."""
+    """Mark earlier live versions of ``(run_id, stage)`` superseded; rejected ones stay rejected
+    and approved ones stay approved (an approval is never silently replaced)."""
     con.execute(
         "UPDATE artifacts SET status = 'superseded' WHERE run_id = ? AND stage = ? AND id <> ? "
-        "AND status IN ('draft', 'validated', 'approved')",
+        "AND status IN ('draft', 'validated')",
         [run_id, stage, keep_id],
     )
 

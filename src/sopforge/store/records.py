@@ -13,7 +13,10 @@ from pydantic import BaseModel, Field
 
 from sopforge.schemas.checks import CheckResult
 
-RunStatus = Literal["running", "succeeded", "failed", "needs_review", "cancelled"]
+RunStatus = Literal["running", "awaiting_review", "succeeded", "failed", "needs_review", "cancelled"]
+ReviewDecisionName = Literal["approve", "reject", "edit", "needs_review", "invalid_edit", "timeout"]
+ReviewSource = Literal["ui", "cli", "auto"]
+ReviewRequestStatus = Literal["open", "answered", "expired"]
 StageStatus = Literal["running", "succeeded", "failed", "reused"]
 ArtifactStatus = Literal["draft", "validated", "approved", "rejected", "superseded"]
 
@@ -28,7 +31,7 @@ class RunRecord(BaseModel):
     theme: str = Field(description="Business theme as the user typed it.")
     theme_slug: str = Field(description="Filesystem/call-key friendly form of the theme.")
     config: dict[str, Any] = Field(default_factory=dict, description="Provider, model and parameters used; never secrets.")
-    status: RunStatus = Field(description="running, succeeded, failed, needs_review or cancelled.")
+    status: RunStatus = Field(description="running, awaiting_review (paused at a gate), succeeded, failed, needs_review or cancelled.")
     error: str | None = Field(None, description="One-line reason when the run failed or stopped.")
     flow_run_id: str | None = Field(None, description="Prefect flow run id, when run under Prefect.")
     created_at: datetime = Field(description="When the run was created (UTC).")
@@ -91,16 +94,47 @@ class ValidationRecord(BaseModel):
 
 
 class ReviewRecord(BaseModel):
-    """One row of ``reviews``: a human (or auto) decision on an artifact."""
+    """One row of ``reviews``: a decision (human or automatic) on one artifact version."""
 
     id: str = Field(description="Review id.")
-    artifact_id: str = Field(description="Artifact reviewed.")
+    artifact_id: str = Field(description="Artifact version judged.")
     run_id: str = Field(description="Run in which the review happened.")
-    decision: str = Field(description="The decision, e.g. 'approve', 'reject' or 'edit'.")
-    reviewer: str | None = Field(None, description="Who decided.")
-    comment: str | None = Field(None, description="Feedback, fed to the regenerated stage on reject.")
-    edit_diff: str | None = Field(None, description="Diff of an edited artifact, as submitted.")
+    stage: str | None = Field(None, description="Stage of the artifact.")
+    artifact_version: int | None = Field(None, description="Version of the artifact judged.")
+    decision: ReviewDecisionName = Field(description="approve, reject, edit, needs_review, invalid_edit or timeout.")
+    reviewer: str | None = Field(None, description="Who decided ('auto' for the automatic gate).")
+    source: ReviewSource | None = Field(None, description="ui (Prefect form), cli (sopforge review) or auto.")
+    comment: str | None = Field(None, description="Feedback (fed to the regenerated stage on reject) or the reason.")
+    edit_diff: str | None = Field(None, description="Unified diff from the judged version to the edited one.")
+    result_artifact_id: str | None = Field(None, description="The new version an edit stored.")
     created_at: datetime = Field(description="When the decision was stored (UTC).")
+
+
+class ReviewWrite(BaseModel):
+    """A decision to store; ``Store.record_review`` applies it in one transaction."""
+
+    artifact_id: str = Field(description="Artifact version judged.")
+    run_id: str = Field(description="Run in which the review happened.")
+    decision: ReviewDecisionName = Field(description="What was decided.")
+    reviewer: str | None = Field(None, description="Who decided.")
+    source: ReviewSource = Field("cli", description="Where the decision came from.")
+    comment: str | None = Field(None, description="Feedback or reason.")
+    edit_diff: str | None = Field(None, description="Diff of an edit.")
+    close_request_id: str | None = Field(None, description="Open review request this decision answers.")
+
+
+class ReviewRequestRecord(BaseModel):
+    """One row of ``review_requests``: a gate waiting (or that waited) for a decision."""
+
+    id: str = Field(description="Request id.")
+    run_id: str = Field(description="Run paused at the gate.")
+    stage: str = Field(description="Stage gated.")
+    artifact_id: str = Field(description="Artifact version awaiting review.")
+    flow_run_id: str | None = Field(None, description="Prefect flow run that is paused.")
+    pause_key: str | None = Field(None, description="Prefect pause key of this gate.")
+    status: ReviewRequestStatus = Field(description="open, answered or expired.")
+    opened_at: datetime = Field(description="When the gate paused (UTC).")
+    closed_at: datetime | None = Field(None, description="When it was answered or expired.")
 
 
 class ArtifactWrite(BaseModel):

@@ -15,6 +15,7 @@ from sopforge.llm.types import LLMCallRecord
 from sopforge.schemas.checks import blocking_failures
 
 from . import queries as q
+from . import review_queries as rq
 from .base import DEFAULT_LOCK_TIMEOUT, StoreBase, require, transaction
 from .records import (
     REUSABLE_STATUSES,
@@ -22,6 +23,9 @@ from .records import (
     ArtifactStatus,
     ArtifactWrite,
     ReviewRecord,
+    ReviewRequestRecord,
+    ReviewRequestStatus,
+    ReviewWrite,
     RunRecord,
     RunStatus,
     RunSummary,
@@ -172,6 +176,29 @@ class Store(StoreBase):
             ValueError: Content or check details are not JSON-serialisable, a parent artifact
                 or the run is unknown, or the stage run id is unknown.
         """
+        with self._write() as con:
+            with transaction(con):
+                artifact_id = self._insert_artifact(con, write)
+            record = q.get_artifact(con, artifact_id)
+        assert record is not None
+        return record
+
+    def save_edit(self, write: ArtifactWrite, review: ReviewWrite, *, diff: str) -> tuple[ArtifactRecord, ReviewRecord]:
+        """Store a reviewer's edited version and the ``edit`` review of the judged version, in one
+        transaction: the judged version becomes ``superseded`` (unless approved), the edit is the
+        new live version.
+
+        Raises:
+            ValueError: As :meth:`save_artifact`, or the judged artifact is unknown.
+        """
+        with self._write() as con:
+            with transaction(con):
+                artifact_id = self._insert_artifact(con, write)
+                review_id = rq.insert_review(con, review.model_copy(update={"edit_diff": diff}),
+                                             result_artifact_id=artifact_id)
+            return q.get_artifact(con, artifact_id), rq.get_review(con, review_id)
+
+    def _insert_artifact(self, con, write: ArtifactWrite) -> str:
         content_json = q.to_json(write.content, what=f"content of the {write.stage} artifact")
         details_json = [q.to_json(c.details, what=f"details of check {c.name!r}") for c in write.checks]
         stage_status = write.stage_status
@@ -181,31 +208,25 @@ class Store(StoreBase):
             stage_status = "failed" if failures else "succeeded"
             if failures and stage_error is None:
                 stage_error = "; ".join(f"{c.name}: {c.message}" for c in failures)
-
-        with self._write() as con:
-            with transaction(con):
-                if not q.fetch_one(con, "SELECT id FROM runs WHERE id = ?", [write.run_id]):
-                    raise ValueError(f"unknown run {write.run_id!r}")
-                missing = q.missing_artifacts(con, write.parents)
-                if missing:
-                    raise ValueError(f"unknown parent artifact(s): {', '.join(missing)}")
-                artifact_id, _ = q.insert_artifact(
-                    con, run_id=write.run_id, stage=write.stage, kind=write.kind,
-                    content_json=content_json, content_sha=q.content_hash(write.content),
-                    input_key=write.input_key, template_id=write.template_id,
-                    template_hash=write.template_hash, model=write.model, status=write.status)
-                if write.supersede_previous:
-                    q.supersede_earlier(con, write.run_id, write.stage, artifact_id)
-                q.insert_edges(con, artifact_id, write.parents)
-                q.insert_validations(con, artifact_id, write.checks, details_json)
-                if write.rows is not None:
-                    q.insert_dataset_rows(con, artifact_id, write.rows, write.row_id_field)
-                if write.stage_run_id:
-                    q.finish_stage_run(con, write.stage_run_id, stage_status,
-                                       artifact_id=artifact_id, error=stage_error)
-            record = q.get_artifact(con, artifact_id)
-        assert record is not None
-        return record
+        if not q.fetch_one(con, "SELECT id FROM runs WHERE id = ?", [write.run_id]):
+            raise ValueError(f"unknown run {write.run_id!r}")
+        missing = q.missing_artifacts(con, write.parents)
+        if missing:
+            raise ValueError(f"unknown parent artifact(s): {', '.join(missing)}")
+        artifact_id, _ = q.insert_artifact(
+            con, run_id=write.run_id, stage=write.stage, kind=write.kind,
+            content_json=content_json, content_sha=q.content_hash(write.content),
+            input_key=write.input_key, template_id=write.template_id,
+            template_hash=write.template_hash, model=write.model, status=write.status)
+        if write.supersede_previous:
+            q.supersede_earlier(con, write.run_id, write.stage, artifact_id)
+        q.insert_edges(con, artifact_id, write.parents)
+        q.insert_validations(con, artifact_id, write.checks, details_json)
+        if write.rows is not None:
+            q.insert_dataset_rows(con, artifact_id, write.rows, write.row_id_field)
+        if write.stage_run_id:
+            q.finish_stage_run(con, write.stage_run_id, stage_status, artifact_id=artifact_id, error=stage_error)
+        return artifact_id
 
     def dataset_rows(self, artifact_id: str) -> list[dict[str, Any]]:
         """Rows stored with a dataset artifact, in order."""
@@ -213,12 +234,12 @@ class Store(StoreBase):
             return q.dataset_rows(con, artifact_id)
 
     def find_reusable_artifact(self, stage: str, input_key: str) -> ArtifactRecord | None:
-        """The newest validated or approved artifact of ``stage`` built from ``input_key``,
-        from any run; None when the stage must be computed."""
+        """The validated or approved artifact of ``stage`` built from ``input_key``, from any run
+        (approved first, then newest); None when the stage must be computed."""
         with self._read() as con:
             found = q.artifacts_where(
                 con, "stage = ? AND input_key = ? AND list_contains(?, status) "
-                     "ORDER BY created_at DESC, version DESC LIMIT 1",
+                     "ORDER BY status = 'approved' DESC, created_at DESC, version DESC LIMIT 1",
                 [stage, input_key, list(REUSABLE_STATUSES)])
         return found[0] if found else None
 
@@ -273,36 +294,64 @@ class Store(StoreBase):
             return [ArtifactRecord(**r) for r in q.fetch_dicts(con, q.DESCENDANTS_SQL, [artifact_id])]
 
     def set_artifact_status(self, artifact_id: str, status: ArtifactStatus) -> None:
-        """Change an artifact's status (e.g. approved or rejected after review).
+        """Change an artifact's status (reviews go through :meth:`record_review` instead).
 
         Raises:
-            ValueError: Unknown status or artifact id.
+            ValueError: Unknown status or artifact id, or the artifact is approved (final).
         """
         require(status, ArtifactStatus, "artifact status")
         with self._write() as con, transaction(con):
-            if q.get_artifact(con, artifact_id) is None:
+            current = q.get_artifact(con, artifact_id)
+            if current is None:
                 raise ValueError(f"unknown artifact {artifact_id!r}")
+            if current.status == "approved" and status != "approved":
+                raise ValueError(f"artifact {artifact_id} is approved; an approval is final (store an edited version instead)")
             con.execute("UPDATE artifacts SET status = ? WHERE id = ?", [status, artifact_id])
 
     # --- reviews ----------------------------------------------------------------------
 
-    def record_review(self, artifact_id: str, run_id: str, decision: str, *, reviewer: str | None = None,
-                      comment: str | None = None, edit_diff: str | None = None) -> ReviewRecord:
-        """Store a review decision on an artifact (the artifact's status is left to the caller)."""
-        review_id = q.new_id("rv", 12)
+    def record_review(self, review: ReviewWrite) -> ReviewRecord:
+        """Store a decision on an artifact version in one transaction: the review row, the
+        artifact's new status (approve → approved, reject → rejected; an approved version never
+        changes) and the closing of the review request it answers."""
         with self._write() as con:
-            con.execute(
-                "INSERT INTO reviews (id, artifact_id, run_id, decision, reviewer, comment, edit_diff, "
-                "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [review_id, artifact_id, run_id, decision, reviewer, comment, edit_diff, q.now()])
-            return ReviewRecord(**q.fetch_one(con, "SELECT * FROM reviews WHERE id = ?", [review_id]))
+            with transaction(con):
+                review_id = rq.insert_review(con, review)
+            return rq.get_review(con, review_id)
 
     def reviews_for(self, artifact_id: str) -> list[ReviewRecord]:
-        """Reviews of an artifact, oldest first."""
+        """Reviews of an artifact version, oldest first."""
         with self._read() as con:
-            rows = q.fetch_dicts(con, "SELECT * FROM reviews WHERE artifact_id = ? ORDER BY created_at",
-                                 [artifact_id])
-        return [ReviewRecord(**r) for r in rows]
+            return rq.reviews_where(con, "artifact_id = ? ORDER BY created_at", [artifact_id])
+
+    def reviews_for_run(self, run_id: str) -> list[ReviewRecord]:
+        """Every review decision taken in a run, oldest first."""
+        with self._read() as con:
+            return rq.reviews_where(con, "run_id = ? ORDER BY created_at, id", [run_id])
+
+    def open_review_request(self, run_id: str, stage: str, artifact_id: str, *, flow_run_id: str | None,
+                            pause_key: str | None) -> ReviewRequestRecord:
+        """Record that the run now waits at the gate after ``stage``; the run becomes
+        ``awaiting_review`` in the same transaction."""
+        with self._write() as con:
+            with transaction(con):
+                request_id = rq.insert_request(con, run_id, stage, artifact_id, flow_run_id, pause_key)
+                con.execute("UPDATE runs SET status = 'awaiting_review', error = NULL, updated_at = ? WHERE id = ?",
+                            [q.now(), run_id])
+            return rq.requests_where(con, "id = ?", [request_id])[0]
+
+    def close_review_request(self, request_id: str, status: ReviewRequestStatus) -> None:
+        """Mark an open request answered or expired (no-op when already closed)."""
+        require(status, ReviewRequestStatus, "review request status")
+        with self._write() as con, transaction(con):
+            rq.close_request(con, request_id, status)
+
+    def review_requests(self, run_id: str | None = None, *, open_only: bool = False) -> list[ReviewRequestRecord]:
+        """Review requests of one run (or all runs), newest first."""
+        with self._read() as con:
+            return rq.requests_where(
+                con, "(? IS NULL OR run_id = ?) AND (NOT ? OR status = 'open') ORDER BY opened_at DESC, id",
+                [run_id, run_id, open_only])
 
     # --- LLM calls (CallLedger) -------------------------------------------------------
 

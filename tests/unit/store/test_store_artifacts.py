@@ -25,14 +25,16 @@ def test_versions_count_per_run_and_stage(store, run_id, save):
     assert len({v1.id, v2.id, schema.id, other_sop.id}) == 4
 
 
-def test_a_new_version_supersedes_live_earlier_ones_but_not_rejected(store, run_id, save):
+def test_a_new_version_supersedes_live_earlier_ones_but_not_rejected_or_approved(store, run_id, save):
     rejected = save(run_id, "sop", status="draft")
     store.set_artifact_status(rejected.id, "rejected")
+    validated = save(run_id, "sop")
     approved = save(run_id, "sop", status="approved")
     latest = save(run_id, "sop")
 
     assert store.get_artifact(rejected.id).status == "rejected"
-    assert store.get_artifact(approved.id).status == "superseded"
+    assert store.get_artifact(validated.id).status == "superseded"
+    assert store.get_artifact(approved.id).status == "approved", "an approval is never silently replaced"
     assert store.get_artifact(latest.id).status == "validated"
 
 
@@ -141,9 +143,12 @@ def test_find_reusable_artifact_returns_only_validated_or_approved(store, run_id
     assert store.find_reusable_artifact("schema", "k1") is None
 
     store.set_artifact_status(validated.id, "approved")
-    assert store.find_reusable_artifact("sop", "k1").status == "approved"
-    store.set_artifact_status(validated.id, "superseded")
-    assert store.find_reusable_artifact("sop", "k1") is None
+    newer = save(other_run, "sop", input_key="k1", status="validated", supersede_previous=False)
+    assert store.find_reusable_artifact("sop", "k1").id == validated.id, "an approved version wins over a newer one"
+    store.set_artifact_status(newer.id, "superseded")
+    with pytest.raises(ValueError, match="approval is final"):
+        store.set_artifact_status(validated.id, "superseded")
+    assert store.find_reusable_artifact("sop", "k1").id == validated.id
 
 
 def test_artifact_for_stage_follows_the_latest_attempt(store, run_id, save):
