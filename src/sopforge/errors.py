@@ -59,9 +59,8 @@ class ValidationFailed(SopforgeError):
         self.report = report or []
 
 
-class ReviewRejected(SopforgeError):
-    """A reviewer rejected an artifact; ``reason`` is their feedback."""
+class NeedsReview(SopforgeError):
+    """A review gate stopped the run: a check failed under ``--review auto``, the reviewer
+    rejected the release, or nobody answered in time. The run keeps every artifact."""
 
-    def __init__(self, reason: str):
-        super().__init__(f"review rejected: {reason}")
-        self.reason = reason
+    exit_code = 4

@@ -57,6 +57,9 @@ class Settings(BaseSettings):
     exchange_wait_seconds: float = Field(0.0, ge=0, description="How long the exchange provider polls for a response file before stopping the run.")
     recordings_dir: Path | None = Field(None, description="Folder of recorded responses for the replay provider (default: examples/recordings).")
 
+    review_timeout_seconds: int = Field(86_400, ge=1, description="How long a gate waits for a reviewer (--review ui) before the run stops as needs_review; `sopforge rerun` picks it up.")
+    review_poll_seconds: int = Field(5, ge=1, description="How often a paused gate checks whether it was answered.")
+
     prices: dict[str, tuple[float, float]] = Field(default_factory=lambda: dict(DEFAULT_PRICES),
                                                    description="USD per million input/output tokens, by model.")
 

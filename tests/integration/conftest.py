@@ -55,10 +55,27 @@ def cli(prefect_api, tmp_path):
     """Run ``sopforge …`` in a subprocess with SOPFORGE_HOME in tmp_path, against the session server."""
     home = tmp_path / "home"
 
+    def environment(env: dict[str, str] | None) -> dict[str, str]:
+        return quiet_env(SOPFORGE_HOME=str(home), PREFECT_API_URL=prefect_api, **(env or {}))
+
     def run(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> CliResult:
-        full_env = quiet_env(SOPFORGE_HOME=str(home), PREFECT_API_URL=prefect_api, **(env or {}))
-        proc = subprocess.run([*SOPFORGE, *args], cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run([*SOPFORGE, *args], cwd=ROOT, env=environment(env), capture_output=True, text=True,
+                              timeout=timeout)
         return CliResult(proc.returncode, proc.stdout, proc.stderr)
 
+    started: list[subprocess.Popen] = []
+
+    def start(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+        """Start ``sopforge …`` in the background (e.g. a generation that pauses at a gate)."""
+        proc = subprocess.Popen([*SOPFORGE, *args], cwd=ROOT, env=environment(env), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        started.append(proc)
+        return proc
+
     run.home = home
-    return run
+    run.start = start
+    yield run
+    for proc in started:  # a failed test must not leave a paused generation behind
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -13,7 +13,7 @@ import typer
 from rich.table import Table
 
 from sopforge.cli.output import err, handle_errors, human_int, out, print_json
-from sopforge.errors import SopforgeError
+from sopforge.errors import NeedsReview, SopforgeError, UserError
 from sopforge.orchestration import executor
 from sopforge.orchestration.flows import load_flow
 from sopforge.orchestration.prefect_env import configure_prefect
@@ -32,7 +32,11 @@ class _Progress:
         self._status = None
         self._started = 0.0
 
-    def __call__(self, stage: str, event: str, outcome: executor.StageOutcome | None) -> None:
+    def __call__(self, stage: str, event: str, outcome: executor.StageOutcome | str | None) -> None:
+        if event == "review":
+            if not self.quiet:
+                err.print(f"[cyan]◆[/] {stage:<8} {outcome}")
+            return
         if event == "started":
             self._started = time.monotonic()
             if not self.quiet:
@@ -75,6 +79,9 @@ def summary_dict(run_id: str, store: Store, progress: _Progress, target: str, se
         "llm_calls": sum(s["llm_calls"] for s in stages), "cache_hits": sum(s["cache_hits"] for s in stages),
         "input_tokens": sum(s["input_tokens"] for s in stages), "output_tokens": sum(s["output_tokens"] for s in stages),
         "database": str(store.path),
+        "reviews": [{"stage": r.stage, "version": r.artifact_version, "decision": r.decision,
+                     "reviewer": r.reviewer, "source": r.source, "comment": r.comment}
+                    for r in store.reviews_for_run(run_id)],
     }
 
 
@@ -108,6 +115,11 @@ def print_summary(summary: dict[str, Any]) -> None:
             for value, n in counts.items():
                 coverage.add_row(field, value, str(n))
         out.print(coverage)
+    if summary.get("reviews"):
+        out.print("review gates: " + ", ".join(
+            f"{r['stage']} v{r['version']} {r['decision']} ({r['reviewer'] or r['source']})" for r in summary["reviews"]))
+    if summary["status"] == "needs_review":
+        out.print(f"[yellow]stopped for review:[/] {summary['error']}")
     if summary.get("export"):
         out.print(f"exported: {summary['export']}  ({summary['oracle']})")
     run_id, cmd = summary["run_id"], _command_name()
@@ -156,6 +168,9 @@ def execute_run(store: Store, settings: Settings, spec: ThemeSpec, config: dict[
         SopforgeError: the flow failed; the summary of what did complete is printed first.
     """
     target = configure_prefect(settings)
+    if spec.review == "ui" and not os.environ.get("PREFECT_API_URL"):
+        raise UserError("--review ui pauses the flow run for a reviewer, which needs a Prefect server with its UI: "
+                        "start `sopforge ui` in another terminal (or set PREFECT_API_URL), then run this again")
     flow = load_flow("generate_domain", settings)
     run_id = store.create_run(spec.theme, spec.slug, config)
     progress = _Progress(quiet=as_json)
@@ -174,3 +189,6 @@ def execute_run(store: Store, settings: Settings, spec: ThemeSpec, config: dict[
         print_summary(summary)
     if failure is not None:
         raise failure
+    run = store.get_run(run_id)
+    if run.status == "needs_review":
+        raise NeedsReview(run.error or f"run {run_id} stopped at a review gate")

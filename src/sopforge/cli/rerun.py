@@ -21,7 +21,7 @@ from sopforge.errors import UserError
 from sopforge.orchestration.stage_defs import STAGE_DEFS, stage_def
 from sopforge.settings import load_settings
 from sopforge.store import Store
-from sopforge.theme import STAGES, StageModelConfig, ThemeSpec
+from sopforge.theme import STAGES, StageModelConfig, ThemeSpec, build_spec
 
 
 def descendants(stage: str) -> list[str]:
@@ -48,6 +48,7 @@ def rerun(
     from_stage: Optional[str] = typer.Option(None, "--from", help="Regenerate this stage (and what depends on it)."),
     feedback: Optional[str] = typer.Option(None, help="Reviewer feedback added to the regenerated stage's prompt."),
     model: Optional[str] = typer.Option(None, help="Model for the regenerated stage and its descendants."),
+    review: Optional[str] = typer.Option(None, help="auto or ui: how this rerun's review gates decide (default: as RUN)."),
     force: bool = typer.Option(False, help="Rerun even if the run is recorded as still running (its process died)."),
     home: Optional[Path] = typer.Option(None, help="State folder (default $SOPFORGE_HOME or ./artifacts)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
@@ -63,9 +64,12 @@ def rerun(
         stage_def(from_stage)  # unknown stage -> one-line UserError listing the stages
     elif feedback is not None or model is not None:
         raise UserError("--feedback and --model apply to a regenerated stage: add --from STAGE")
-    if previous.status == "running" and not force:
-        raise UserError(f"run {previous.id} is still running: wait for it to finish, or pass --force if its process died")
+    if previous.status in ("running", "awaiting_review") and not force:
+        what = "is still running" if previous.status == "running" else "is paused at a review gate (answer it with `sopforge review`)"
+        raise UserError(f"run {previous.id} {what}: wait for it to finish, or pass --force if its process died")
     spec = ThemeSpec.model_validate(previous.config["spec"])
+    if review is not None:
+        spec = build_spec({**spec.model_dump(), "review": review}, source="--review")
     if model is not None:
         spec = with_model(spec, descendants(from_stage), model)
     config = {**previous.config, "spec": spec.model_dump(mode="json"),

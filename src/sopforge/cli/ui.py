@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -22,6 +23,15 @@ from sopforge.settings import load_settings
 
 def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def _wait_healthy(api_url: str, proc: subprocess.Popen, timeout: float) -> bool:
@@ -48,6 +58,10 @@ def ui(
     settings = load_settings(home=home)
     if running_ui_api_url(settings):
         raise UserError(f"a sopforge UI is already running for {settings.home}: see {ui_state_path(settings)}")
+    # Checked before starting: otherwise the health check could be answered by whatever server
+    # already holds the port, and runs would report to the wrong database.
+    if not _port_free(port):
+        raise UserError(f"port {port} on 127.0.0.1 is already in use: pass --port with a free port (e.g. --port {port + 1})")
     os.environ.pop("PREFECT_API_URL", None)  # the server must not point at itself through a stale URL
     configure_prefect(settings)
     api_url = f"http://127.0.0.1:{port}/api"

@@ -19,7 +19,7 @@ from sopforge.llm.types import sha256_json
 from sopforge.orchestration.stage_defs import InputContext, StageDef, stage_def
 from sopforge.prompts import default_registry
 from sopforge.settings import Settings
-from sopforge.store import ArtifactRecord, ArtifactWrite, Store
+from sopforge.store import REUSABLE_STATUSES, ArtifactRecord, ArtifactWrite, Store
 from sopforge.theme import StageModelConfig, ThemeSpec
 
 
@@ -37,12 +37,14 @@ class StageOutcome:
     checks: list = field(default_factory=list)
 
 
-StageListener = Callable[[str, str, "StageOutcome | None"], None]
+# Events: 'started', 'finished' and 'failed' carry the StageOutcome (or None); 'review' carries
+# a one-line message from a review gate (waiting, approved, regenerating...).
+StageListener = Callable[[str, str, "StageOutcome | str | None"], None]
 _listeners: list[StageListener] = []
 
 
 def add_listener(listener: StageListener) -> None:
-    """Register ``listener(stage, event, outcome)``; events: 'started', 'finished', 'failed'."""
+    """Register ``listener(stage, event, payload)``; events: 'started', 'finished', 'failed', 'review'."""
     _listeners.append(listener)
 
 
@@ -51,7 +53,7 @@ def remove_listener(listener: StageListener) -> None:
         _listeners.remove(listener)
 
 
-def _emit(stage: str, event: str, outcome: StageOutcome | None = None) -> None:
+def _emit(stage: str, event: str, outcome: StageOutcome | str | None = None) -> None:
     for listener in list(_listeners):
         listener(stage, event, outcome)
 
@@ -81,6 +83,30 @@ def rerun_options(config: dict, stage: str) -> tuple[bool, str | None]:
     return stage in rerun.get("force", []), (rerun.get("feedback") or {}).get(stage)
 
 
+def notify(stage: str, message: str) -> None:
+    """Tell progress listeners what a review gate is doing."""
+    _emit(stage, "review", message)
+
+
+def previous_run_artifact(store: Store, config: dict, stage: str,
+                          parents: dict[str, ArtifactRecord]) -> ArtifactRecord | None:
+    """The artifact the run being resumed (``sopforge rerun``) holds for ``stage``, when it is
+    still usable (validated or approved) and was built from exactly these parents.
+
+    This is what carries a reviewer's work across a rerun: a version regenerated with feedback
+    or edited at a gate has another input key than a fresh generation would, so the input key
+    alone would miss it.
+    """
+    from_run = (config.get("rerun") or {}).get("from_run")
+    if not from_run:
+        return None
+    record = store.artifact_for_stage(from_run, stage)
+    if record is None or record.status not in REUSABLE_STATUSES:
+        return None
+    built_from = {p.stage: p.content_hash for p in store.parents_of(record.id)}
+    return record if built_from == {name: p.content_hash for name, p in parents.items()} else None
+
+
 def input_key(definition: StageDef, spec: ThemeSpec, parents: dict[str, ArtifactRecord],
               template_hashes: dict[str, str], model: str, settings: Settings,
               feedback: str | None = None) -> str:
@@ -103,8 +129,12 @@ def input_key(definition: StageDef, spec: ThemeSpec, parents: dict[str, Artifact
     })
 
 
-def execute_stage(run_id: str, stage: str, *, settings: Settings) -> StageOutcome:
+def execute_stage(run_id: str, stage: str, *, settings: Settings, force: bool = False,
+                  feedback: str | None = None) -> StageOutcome:
     """Produce (or reuse) the artifact of ``stage`` for ``run_id`` and record it in the store.
+
+    ``force`` samples the model again even when a reusable artifact exists (a review gate's
+    rejection, or ``sopforge rerun --from``); ``feedback`` goes into the stage's prompt.
 
     Raises:
         ValidationFailed: the model's answers failed the stage's checks after every re-ask.
@@ -124,11 +154,13 @@ def execute_stage(run_id: str, stage: str, *, settings: Settings) -> StageOutcom
     model = (cfg.model or default_model(cfg.provider)) if definition.uses_llm else None
     registry = default_registry(settings)
     template_hashes = {tid: registry.get(tid).sha256 for tid in definition.template_ids}
-    forced, feedback = rerun_options(config, stage)
+    forced, configured_feedback = rerun_options(config, stage)
+    forced, feedback = forced or force, feedback or configured_feedback
     key = input_key(definition, spec, parents, template_hashes, model, settings, feedback)
 
     _emit(stage, "started")
-    reusable = None if forced else store.find_reusable_artifact(stage, key)
+    reusable = None if forced else (previous_run_artifact(store, config, stage, parents)
+                                    or store.find_reusable_artifact(stage, key))
     if reusable is not None:
         store.record_reuse(run_id, stage, reusable.id)
         outcome = StageOutcome(stage, reusable, reused=True, checks=store.validations_for(reusable.id))

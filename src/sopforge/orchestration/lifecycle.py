@@ -5,12 +5,12 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
-from sopforge.errors import SopforgeError
+from sopforge.errors import NeedsReview, SopforgeError
 from sopforge.settings import load_settings
 from sopforge.store import Store
 
 
-def _current_flow_run_id() -> str | None:
+def current_flow_run_id() -> str | None:
     try:
         from prefect.runtime import flow_run
 
@@ -21,11 +21,15 @@ def _current_flow_run_id() -> str | None:
 
 @contextmanager
 def run_lifecycle(run_id: str, home: str | None) -> Iterator[None]:
-    """Mark the run running, then succeeded or failed (with the one-line error)."""
+    """Mark the run running, then succeeded, needs_review (a gate stopped it) or failed, with the
+    one-line reason."""
     store = Store(load_settings(home=home).db_path)
-    store.set_run_status(run_id, "running", flow_run_id=_current_flow_run_id())
+    store.set_run_status(run_id, "running", flow_run_id=current_flow_run_id())
     try:
         yield
+    except NeedsReview as stop:
+        store.set_run_status(run_id, "needs_review", error=str(stop))
+        raise
     except BaseException as err:
         line = str(err) if isinstance(err, SopforgeError) else f"{err.__class__.__name__}: {err}"
         store.set_run_status(run_id, "failed", error=line)

@@ -30,12 +30,14 @@ def publish(outcome: StageOutcome, run_id: str) -> None:
 # Prefect's own result cache is off: the store decides what is reused (see executor.input_key),
 # so deleting the database can never leave a stale cache behind.
 @task(name="stage", task_run_name="{stage}", cache_policy=NO_CACHE, persist_result=False)
-def stage_task(run_id: str, stage: str, home: str | None = None, upstream: list[str] | None = None) -> str:
+def stage_task(run_id: str, stage: str, home: str | None = None, upstream: list[str] | None = None,
+               force: bool = False, feedback: str | None = None) -> str:
     """Run ``stage`` for ``run_id``; returns the artifact id it produced or reused.
 
     ``upstream`` (the parents' artifact ids) is not needed to compute anything (the executor
     reads lineage from the store) but passing it draws the dependency edges in the Prefect UI.
+    ``force`` and ``feedback`` regenerate the stage after a reviewer rejected it.
     """
-    outcome = execute_stage(run_id, stage, settings=load_settings(home=home))
+    outcome = execute_stage(run_id, stage, settings=load_settings(home=home), force=force, feedback=feedback)
     publish(outcome, run_id)
     return outcome.artifact.id

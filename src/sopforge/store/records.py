@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from sopforge.schemas.checks import CheckResult
 
 RunStatus = Literal["running", "awaiting_review", "succeeded", "failed", "needs_review", "cancelled"]
-ReviewDecisionName = Literal["approve", "reject", "edit", "needs_review", "invalid_edit", "timeout"]
+ReviewDecisionName = Literal["approve", "reject", "edit", "needs_review", "refused", "timeout"]
 ReviewSource = Literal["ui", "cli", "auto"]
 ReviewRequestStatus = Literal["open", "answered", "expired"]
 StageStatus = Literal["running", "succeeded", "failed", "reused"]
@@ -101,7 +101,7 @@ class ReviewRecord(BaseModel):
     run_id: str = Field(description="Run in which the review happened.")
     stage: str | None = Field(None, description="Stage of the artifact.")
     artifact_version: int | None = Field(None, description="Version of the artifact judged.")
-    decision: ReviewDecisionName = Field(description="approve, reject, edit, needs_review, invalid_edit or timeout.")
+    decision: ReviewDecisionName = Field(description="approve, reject, edit, needs_review, refused (an unusable decision) or timeout.")
     reviewer: str | None = Field(None, description="Who decided ('auto' for the automatic gate).")
     source: ReviewSource | None = Field(None, description="ui (Prefect form), cli (sopforge review) or auto.")
     comment: str | None = Field(None, description="Feedback (fed to the regenerated stage on reject) or the reason.")
@@ -132,6 +132,7 @@ class ReviewRequestRecord(BaseModel):
     artifact_id: str = Field(description="Artifact version awaiting review.")
     flow_run_id: str | None = Field(None, description="Prefect flow run that is paused.")
     pause_key: str | None = Field(None, description="Prefect pause key of this gate.")
+    answered_via: ReviewSource | None = Field(None, description="cli when `sopforge review` answered it; else the Prefect UI.")
     status: ReviewRequestStatus = Field(description="open, answered or expired.")
     opened_at: datetime = Field(description="When the gate paused (UTC).")
     closed_at: datetime | None = Field(None, description="When it was answered or expired.")

@@ -14,7 +14,7 @@ Con = duckdb.DuckDBPyConnection
 # What each decision does to the judged artifact's status (None: leaves it alone).
 DECISION_STATUS: dict[str, str | None] = {
     "approve": "approved", "reject": "rejected", "edit": "superseded",
-    "needs_review": None, "invalid_edit": None, "timeout": None,
+    "needs_review": None, "refused": None, "timeout": None,
 }
 
 
@@ -30,8 +30,10 @@ def insert_review(con: Con, review: ReviewWrite, *, result_artifact_id: str | No
         [review_id, artifact.id, review.run_id, artifact.stage, artifact.version, review.decision,
          review.reviewer, review.source, review.comment, review.edit_diff, result_artifact_id, q.now()])
     new_status = DECISION_STATUS[review.decision]
-    # An approval is final; only a version that is not yet approved changes status.
-    if new_status is not None and artifact.status != "approved":
+    # An approval is final; only a version that is not yet approved changes status. The automatic
+    # gate records its verdict but leaves the status alone: 'approved' means a person approved it,
+    # so a later --review ui run still shows a reviewer what only the checks have seen.
+    if new_status is not None and artifact.status != "approved" and review.source != "auto":
         con.execute("UPDATE artifacts SET status = ? WHERE id = ?", [new_status, artifact.id])
     if review.close_request_id:
         close_request(con, review.close_request_id, "answered")

@@ -25,6 +25,7 @@ from .records import (
     ReviewRecord,
     ReviewRequestRecord,
     ReviewRequestStatus,
+    ReviewSource,
     ReviewWrite,
     RunRecord,
     RunStatus,
@@ -345,6 +346,12 @@ class Store(StoreBase):
         require(status, ReviewRequestStatus, "review request status")
         with self._write() as con, transaction(con):
             rq.close_request(con, request_id, status)
+
+    def mark_answered_via(self, request_id: str, source: ReviewSource) -> None:
+        """Note who is about to answer an open request (the Prefect resume carries no sender)."""
+        require(source, ReviewSource, "review source")
+        with self._write() as con, transaction(con):
+            con.execute("UPDATE review_requests SET answered_via = ? WHERE id = ?", [source, request_id])
 
     def review_requests(self, run_id: str | None = None, *, open_only: bool = False) -> list[ReviewRequestRecord]:
         """Review requests of one run (or all runs), newest first."""

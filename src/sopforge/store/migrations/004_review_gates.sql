@@ -8,10 +8,10 @@ CREATE TABLE reviews_v2 (
     run_id              TEXT NOT NULL,
     stage               TEXT,
     artifact_version    INTEGER,
-    decision            TEXT NOT NULL,             -- approve, reject, edit, needs_review, invalid_edit, timeout
+    decision            TEXT NOT NULL,             -- approve, reject, edit, needs_review, refused, timeout
     reviewer            TEXT,
     source              TEXT,                      -- ui, cli, auto
-    comment             TEXT,                      -- feedback on reject; the reason for needs_review/invalid_edit
+    comment             TEXT,                      -- feedback on reject; the reason for needs_review/refused
     edit_diff           TEXT,                      -- unified diff generated → edited
     result_artifact_id  TEXT,                      -- the edited version an edit stored
     created_at          TIMESTAMPTZ NOT NULL
@@ -33,6 +33,7 @@ CREATE TABLE review_requests (
     artifact_id   TEXT NOT NULL,
     flow_run_id   TEXT,
     pause_key     TEXT,
+    answered_via  TEXT,                            -- ui (the Prefect form) or cli (sopforge review)
     status        TEXT NOT NULL,                   -- open, answered, expired
     opened_at     TIMESTAMPTZ NOT NULL,
     closed_at     TIMESTAMPTZ

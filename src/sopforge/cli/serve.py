@@ -1,0 +1,184 @@
+"""``sopforge serve``: run generations from a Prefect work pool on an existing Prefect server.
+
+``generate`` runs a flow in the terminal; ``serve`` turns this machine (or container) into a
+worker instead: it creates the process work pool if it is missing, registers the deployments in
+``prefect.yaml`` and runs a process worker in the foreground. Flow runs started from the UI's
+"Run" button or ``prefect deployment run 'new-domain/default' …`` then execute here, each in its
+own process, all writing to this worker's ``SOPFORGE_HOME``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from sopforge.cli.output import err, handle_errors, out
+from sopforge.errors import UserError
+from sopforge.orchestration.prefect_env import configure_prefect
+from sopforge.settings import Settings, load_settings
+
+DEFAULT_POOL = "sopforge"
+POOL_TYPE = "process"
+DEPLOYMENTS_FILE = "prefect.yaml"
+_NO_SERVER = ("sopforge serve needs a running Prefect server: start `sopforge ui` in another terminal, "
+              "or set PREFECT_API_URL (and PREFECT_API_AUTH_STRING if the server is protected)")
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def require_server(settings: Settings) -> str:
+    """Point Prefect at a real server and return its API URL; never an ephemeral one.
+
+    Raises:
+        UserError: neither PREFECT_API_URL nor a ``sopforge ui`` server for this home is set up.
+    """
+    configure_prefect(settings)
+    api_url = os.environ.get("PREFECT_API_URL")
+    if not api_url:
+        # configure_prefect allowed an ephemeral server for this process; a worker on an
+        # ephemeral server would serve a pool nobody else can reach.
+        os.environ.pop("PREFECT_SERVER_ALLOW_EPHEMERAL_MODE", None)
+        raise UserError(_NO_SERVER)
+    return api_url.rstrip("/")
+
+
+def wait_for_server(api_url: str, timeout: float) -> None:
+    """Wait until ``<api>/health`` answers (it needs no credentials), so a worker started next to
+    its server (docker compose, a service manager) does not fail on the first try."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"{api_url}/health", timeout=2) as resp:  # noqa: S310 - the configured API
+                if resp.status == 200:
+                    return
+        except OSError:
+            pass
+        if time.monotonic() >= deadline:
+            raise UserError(f"no Prefect server answers at {api_url} (waited {timeout:.0f}s): start it, "
+                            "or fix PREFECT_API_URL")
+        time.sleep(1.0)
+
+
+def ensure_work_pool(pool: str, api_url: str) -> bool:
+    """Create the process work pool ``pool`` unless it exists; returns True when it was created.
+
+    Raises:
+        UserError: the server refuses our credentials, or ``pool`` exists with another type.
+    """
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import WorkPoolCreate
+    from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound, PrefectHTTPStatusError
+    from prefect.workers.process import ProcessWorker
+
+    try:
+        with get_client(sync_client=True) as client:
+            try:
+                existing = client.read_work_pool(pool)
+            except ObjectNotFound:
+                existing = None
+            if existing is not None:
+                if existing.type != POOL_TYPE:
+                    raise UserError(f"work pool {pool!r} on {api_url} has type {existing.type!r}, not {POOL_TYPE!r}: "
+                                    f"pass --pool with another name")
+                return False
+            try:
+                client.create_work_pool(WorkPoolCreate(
+                    name=pool, type=POOL_TYPE, description="sopforge generations (sopforge serve)",
+                    base_job_template=ProcessWorker.get_default_base_job_template()))
+            except ObjectAlreadyExists:  # another `sopforge serve` created it a moment ago
+                return False
+            return True
+    except PrefectHTTPStatusError as error:
+        if error.response.status_code in (401, 403):
+            raise UserError(f"the Prefect server at {api_url} refused our credentials: set PREFECT_API_AUTH_STRING "
+                            "to the server's PREFECT_SERVER_API_AUTH_STRING") from None
+        raise
+
+
+def register_deployments(settings: Settings, pool: str) -> None:
+    """``prefect deploy --all`` from the checkout, so the deployments match this code.
+
+    Raises:
+        UserError: ``prefect.yaml`` is missing or Prefect refused it (its last output line is quoted).
+    """
+    prefect_file = settings.project_root / DEPLOYMENTS_FILE
+    if not prefect_file.is_file():
+        raise UserError(f"{prefect_file} is missing: run sopforge serve from a complete checkout "
+                        "(or set SOPFORGE_PROJECT_ROOT)")
+    cmd = [sys.executable, "-m", "prefect", "--no-prompt", "deploy", "--all", "--prefect-file", str(prefect_file),
+           "--pool", pool]
+    proc = subprocess.run(cmd, cwd=settings.project_root, env=dict(os.environ, PREFECT_CLI_PROMPT="false"),
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        lines = [line.strip() for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
+        raise UserError(f"registering the deployments in {prefect_file} failed: {lines[-1] if lines else proc.returncode}")
+
+
+def worker_command(pool: str, name: Optional[str], limit: Optional[int]) -> list[str]:
+    cmd = [sys.executable, "-m", "prefect", "worker", "start", "--pool", pool, "--type", POOL_TYPE]
+    if name:
+        cmd += ["--name", name]
+    if limit:
+        cmd += ["--limit", str(limit)]
+    return cmd
+
+
+def worker_env(settings: Settings) -> dict[str, str]:
+    """The worker's environment, inherited by every flow run it starts.
+
+    Absolute paths: a flow run's working directory is the checkout (the pull step in
+    prefect.yaml), so a relative home would land somewhere else.
+    """
+    return dict(os.environ, SOPFORGE_HOME=str(settings.home.resolve()),
+                SOPFORGE_PROJECT_ROOT=str(settings.project_root.resolve()))
+
+
+@handle_errors
+def serve(
+    pool: str = typer.Option(DEFAULT_POOL, help="Process work pool to serve (created if missing)."),
+    home: Optional[Path] = typer.Option(None, help="State folder the flow runs write to (default $SOPFORGE_HOME or ./artifacts)."),
+    deploy: bool = typer.Option(True, "--deploy/--no-deploy", help="Register the deployments in prefect.yaml first."),
+    name: Optional[str] = typer.Option(None, help="Worker name shown in the Prefect UI (default: Prefect's)."),
+    limit: Optional[int] = typer.Option(None, min=1, help="Flow runs this worker executes at once (default: no limit)."),
+    wait: float = typer.Option(60.0, min=0, help="Seconds to wait for the Prefect server to answer."),
+) -> None:
+    """Run generations started from the Prefect UI or `prefect deployment run` on this machine."""
+    settings = load_settings(home=home)
+    api_url = require_server(settings)
+    wait_for_server(api_url, wait)
+    if ensure_work_pool(pool, api_url):
+        out.print(f"created work pool {pool!r} ({POOL_TYPE})")
+    if deploy:
+        register_deployments(settings, pool)
+        out.print(f"registered the deployments in {settings.project_root / DEPLOYMENTS_FILE} on pool {pool!r}")
+    env = worker_env(settings)
+    # A SIGTERM (docker stop, a service manager, `kill`) stops the worker too, not orphan it.
+    signal.signal(signal.SIGTERM, _interrupt)
+    proc = subprocess.Popen(worker_command(pool, name, limit), env=env)
+    out.print(f"worker on pool {pool!r} at {api_url}; runs write to {env['SOPFORGE_HOME']}. Ctrl-C stops it.")
+    out.print("start a domain: prefect deployment run new-domain/default --param theme_file=examples/themes/pharmacy_refills.yaml")
+    try:
+        code = proc.wait()
+    except KeyboardInterrupt:
+        err.print("stopping the worker…")
+        code = 0
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)  # what Ctrl-C sends: the worker shuts down in order
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    if code:
+        raise typer.Exit(code)

@@ -1,0 +1,143 @@
+"""Re-validate an artifact a reviewer edited, with the checks its stage applies to model output.
+
+A reviewer pastes the corrected artifact as JSON or YAML of its content (what
+``sopforge show RUN --stage S --json`` prints under ``content``); the SOP may also be pasted
+as plain text, since its structure (sections, steps, thresholds) is derived from the text.
+Stages whose artifact is computed rather than written (dataset rows, ground truth, the
+package) cannot be edited: reject them with feedback instead.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from sopforge.errors import UserError
+from sopforge.parsing import describe_validation_error
+from sopforge.schemas.api_graph import APIGraph
+from sopforge.schemas.checks import CheckResult, blocking_failures
+from sopforge.schemas.context import BusinessContext, check_context
+from sopforge.schemas.data_schema import DataSchema, check_schema
+from sopforge.schemas.dataset import Dataset
+from sopforge.schemas.sop import SOPDocument, check_sop
+from sopforge.schemas.tools import ToolsArtifact
+from sopforge.settings import Settings
+from sopforge.validation.api_graph_checks import check_graph
+from sopforge.validation.tool_checks import (
+    TOOL_CHECK_LIMITS, check_api_docs, check_code_static, check_rows_against_specs, check_runtime, check_toolspecs,
+)
+
+Parents = dict[str, Any]  # stage -> parsed parent artifact
+
+
+def _check_tools(tools: ToolsArtifact, up: Parents, settings: Settings) -> list[CheckResult]:
+    graph, schema, dataset = up["api_graph"], up["schema"], up["dataset"]
+    checks = (check_api_docs(tools.api_docs, graph, schema) + check_toolspecs(tools.toolspecs, graph, schema)
+              + check_rows_against_specs(dataset, tools.toolspecs, schema) + check_code_static(tools.code, tools.toolspecs))
+    if blocking_failures(checks):
+        return checks  # never run code the policy (or a broken spec) refuses
+    return checks + check_runtime(tools.code, tools.toolspecs, graph, schema, dataset, limits=TOOL_CHECK_LIMITS)
+
+
+# stage -> (artifact model, checks on the edited artifact given its parents)
+EDITABLE: dict[str, tuple[type[BaseModel], Callable[[Any, Parents, Settings], list[CheckResult]]]] = {
+    "context": (BusinessContext, lambda a, up, s: check_context(a)),
+    "schema": (DataSchema, lambda a, up, s: check_schema(a)),
+    "sop": (SOPDocument, lambda a, up, s: check_sop(a, up["schema"])),
+    "api_graph": (APIGraph, lambda a, up, s: check_graph(a, up["schema"], up["sop"])),
+    "tools": (ToolsArtifact, _check_tools),
+}
+PARENT_MODELS: dict[str, type[BaseModel]] = {
+    "context": BusinessContext, "schema": DataSchema, "sop": SOPDocument, "api_graph": APIGraph,
+    "dataset": Dataset, "tools": ToolsArtifact,
+}
+
+
+@dataclass
+class CheckedEdit:
+    """An edit that passed every blocking check of its stage."""
+
+    content: dict[str, Any]
+    checks: list[CheckResult]
+    diff: str
+
+
+def review_text(stage: str, content: dict[str, Any]) -> str:
+    """The text a reviewer edits and a diff compares: the SOP's text, else indented JSON."""
+    if stage == "sop":
+        return content.get("text", "")
+    return json.dumps(content, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+def unified_diff(stage: str, before: dict[str, Any], after: dict[str, Any]) -> str:
+    lines = difflib.unified_diff(review_text(stage, before).splitlines(), review_text(stage, after).splitlines(),
+                                 fromfile=f"{stage} (generated)", tofile=f"{stage} (edited)", lineterm="")
+    return "\n".join(lines)
+
+
+def _parse(stage: str, text: str, original: dict[str, Any]) -> BaseModel:
+    model = EDITABLE[stage][0]
+    if stage == "sop":
+        try:  # the SOP as JSON of its content, or just its text
+            data = json.loads(text)
+            text = data["text"] if isinstance(data, dict) and "text" in data else text
+        except ValueError:
+            pass
+        return SOPDocument.parse(f"<SOP>\n{text.strip()}\n</SOP>", title=original.get("title", ""))
+    try:
+        data = yaml.safe_load(text)  # YAML is a superset of JSON
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise UserError(f"edited {stage} is not valid JSON or YAML{where}: paste the whole artifact "
+                        f"as `sopforge show RUN --stage {stage} --json` prints its content") from None
+    if not isinstance(data, dict):
+        raise UserError(f"edited {stage} must be a JSON/YAML mapping of the artifact's fields, not {type(data).__name__}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as err:
+        raise UserError(f"edited {stage} does not fit the artifact's shape: {describe_validation_error(err, model.__name__)}") from None
+
+
+def check_edit(stage: str, text: str, original: dict[str, Any], parents: dict[str, dict[str, Any]],
+               settings: Settings) -> CheckedEdit:
+    """Parse and check an edited artifact against the parents the original was built from.
+
+    Args:
+        stage: The gated stage.
+        text: What the reviewer pasted.
+        original: Content of the version under review.
+        parents: Content of that version's parent artifacts, by stage.
+        settings: Sandbox and path settings (the tools checks run code in the sandbox).
+
+    Returns:
+        The edited content, its checks (warnings included) and the diff from the original.
+
+    Raises:
+        UserError: One line naming why the edit is refused (not editable, unparsable, empty,
+            unchanged, or a blocking check failed).
+    """
+    if stage not in EDITABLE:
+        raise UserError(f"the {stage} artifact is computed, not written, so it cannot be edited: "
+                        f"reject it with feedback, or edit an upstream stage")
+    if not text.strip():
+        raise UserError(f"the edited {stage} is empty: paste the corrected artifact (or choose approve/reject)")
+    artifact = _parse(stage, text, original)
+    up = {name: PARENT_MODELS[name].model_validate(content) for name, content in parents.items() if name in PARENT_MODELS}
+    checks = EDITABLE[stage][1](artifact, up, settings)
+    failures = blocking_failures(checks)
+    if failures:
+        listed = "; ".join(f"{c.name}: {c.message}" for c in failures[:3])
+        more = f" (and {len(failures) - 3} more)" if len(failures) > 3 else ""
+        raise UserError(f"edited {stage} fails {len(failures)} check(s): {listed}{more}")
+    content = artifact.model_dump(mode="json")
+    diff = unified_diff(stage, original, content)
+    if not diff:
+        raise UserError(f"the edited {stage} is identical to the version under review: approve it instead")
+    return CheckedEdit(content=content, checks=checks, diff=diff)
