@@ -63,6 +63,8 @@ def test_paused_run_is_rejected_with_feedback_then_approved_from_the_cli(cli, tm
         assert shown.code == 0 and "Main Procedure" in shown.stdout and "checks" in shown.stdout.lower()
         wrong_stage = cli("review", "approve", run_id, "--stage", "tools")
         assert wrong_stage.code == 2 and "waits for review of sop, not tools" in wrong_stage.stderr
+        busy = cli("rerun", run_id)
+        assert busy.code == 2 and "is paused at a review gate" in busy.stderr
         no_feedback = cli("review", "reject", run_id, "--feedback", "  ")
         assert no_feedback.code == 2 and "reject needs --feedback" in no_feedback.stderr
 
@@ -159,3 +161,18 @@ def test_auto_gate_stops_on_a_failing_check_and_an_approval_lets_rerun_continue(
     assert rerun["status"] == "succeeded"
     # Only the stages after the gate asked the model: api_graph, 2 dataset batches, 3 tools asks, reference.
     assert len(server.requests) - sent == 7 == rerun["llm_calls"]
+
+
+def test_a_pause_that_times_out_loses_nothing_and_rerun_picks_it_up(cli):
+    with FakeLLMServer(by_stage()) as server:
+        paused = cli(*generate_args(server, "--review", "ui", *ONLY_SOP_GATE),
+                     env={**FAST_POLL, "SOPFORGE_REVIEW_TIMEOUT_SECONDS": "2"})
+        assert paused.code == 4 and "nobody reviewed sop v1 within 2 s" in paused.stderr
+        run_id = json.loads(paused.stdout)["run_id"]
+        assert reviews(cli, run_id)[-1][2] == "timeout"
+        sent = len(server.requests)
+        resumed = cli("rerun", run_id, "--review", "auto", "--json", env=FAST_POLL)
+        assert resumed.code == 0, resumed.stderr
+        summary = json.loads(resumed.stdout)
+    assert {s["stage"]: s["status"] for s in summary["stages"]}["sop"] == "reused"
+    assert summary["status"] == "succeeded" and len(server.requests) - sent == summary["llm_calls"] == 7

@@ -175,13 +175,18 @@ def execute_run(store: Store, settings: Settings, spec: ThemeSpec, config: dict[
     run_id = store.create_run(spec.theme, spec.slug, config)
     progress = _Progress(quiet=as_json)
     executor.add_listener(progress)
-    failure: SopforgeError | None = None
+    failure: Exception | None = None
     try:
         flow(run_id=run_id, home=str(settings.home))
-    except SopforgeError as error:
+    except Exception as error:  # reported after the summary of what did complete
         failure = error
     finally:
         executor.remove_listener(progress)
+    run = store.get_run(run_id)
+    if run.status == "needs_review":
+        # A gate stopped the run. Prefect may report that as a failure of its own (a pause that
+        # timed out can only end Failed on the server); the store says what happened.
+        failure = NeedsReview(run.error or f"run {run_id} stopped at a review gate")
     summary = summary_dict(run_id, store, progress, target, time.monotonic() - started)
     if as_json:
         print_json(summary)
@@ -189,6 +194,3 @@ def execute_run(store: Store, settings: Settings, spec: ThemeSpec, config: dict[
         print_summary(summary)
     if failure is not None:
         raise failure
-    run = store.get_run(run_id)
-    if run.status == "needs_review":
-        raise NeedsReview(run.error or f"run {run_id} stopped at a review gate")

@@ -13,12 +13,14 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
 from typing import Optional
 
 import typer
+import yaml
 
 from sopforge.cli.output import err, handle_errors, out
 from sopforge.errors import UserError
@@ -36,13 +38,23 @@ def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+# configure_prefect quiets Prefect's console for `generate`; a worker's console is its only log
+# (runs picked up, their task states, tracebacks), so it gets INFO unless the user chose a level.
+_WORKER_LOG_LEVELS = ("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "PREFECT_LOGGING_HANDLERS_CONSOLE_FLOW_RUNS_LEVEL",
+                      "PREFECT_LOGGING_HANDLERS_CONSOLE_TASK_RUNS_LEVEL")
+
+
 def require_server(settings: Settings) -> str:
     """Point Prefect at a real server and return its API URL; never an ephemeral one.
 
     Raises:
         UserError: neither PREFECT_API_URL nor a ``sopforge ui`` server for this home is set up.
     """
+    chosen = {key for key in _WORKER_LOG_LEVELS if key in os.environ}
     configure_prefect(settings)
+    for key in _WORKER_LOG_LEVELS:
+        if key not in chosen:
+            os.environ[key] = "INFO"
     api_url = os.environ.get("PREFECT_API_URL")
     if not api_url:
         # configure_prefect allowed an ephemeral server for this process; a worker on an
@@ -105,6 +117,19 @@ def ensure_work_pool(pool: str, api_url: str) -> bool:
         raise
 
 
+def deployments_for_pool(prefect_file: Path, pool: str) -> str:
+    """``prefect.yaml`` with every deployment on ``pool`` (``prefect deploy --all`` ignores ``--pool``)."""
+    try:
+        config = yaml.safe_load(prefect_file.read_text(encoding="utf-8"))
+        deployments = config["deployments"]
+        for deployment in deployments:
+            deployment.setdefault("work_pool", {})["name"] = pool
+    except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError) as error:
+        raise UserError(f"{prefect_file} is not a readable Prefect deployments file ({error.__class__.__name__}): "
+                        "restore it from the checkout") from None
+    return yaml.safe_dump(config, sort_keys=False)
+
+
 def register_deployments(settings: Settings, pool: str) -> None:
     """``prefect deploy --all`` from the checkout, so the deployments match this code.
 
@@ -115,10 +140,13 @@ def register_deployments(settings: Settings, pool: str) -> None:
     if not prefect_file.is_file():
         raise UserError(f"{prefect_file} is missing: run sopforge serve from a complete checkout "
                         "(or set SOPFORGE_PROJECT_ROOT)")
-    cmd = [sys.executable, "-m", "prefect", "--no-prompt", "deploy", "--all", "--prefect-file", str(prefect_file),
-           "--pool", pool]
-    proc = subprocess.run(cmd, cwd=settings.project_root, env=dict(os.environ, PREFECT_CLI_PROMPT="false"),
-                          capture_output=True, text=True)
+    with tempfile.TemporaryDirectory(prefix="sopforge-deploy-") as tmp:
+        pool_file = Path(tmp) / DEPLOYMENTS_FILE
+        pool_file.write_text(deployments_for_pool(prefect_file, pool), encoding="utf-8")
+        # Entrypoints (flows/…) are relative to the working directory: the checkout.
+        cmd = [sys.executable, "-m", "prefect", "--no-prompt", "deploy", "--all", "--prefect-file", str(pool_file)]
+        proc = subprocess.run(cmd, cwd=settings.project_root, env=dict(os.environ, PREFECT_CLI_PROMPT="false"),
+                              capture_output=True, text=True)
     if proc.returncode != 0:
         lines = [line.strip() for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
         raise UserError(f"registering the deployments in {prefect_file} failed: {lines[-1] if lines else proc.returncode}")
@@ -162,23 +190,35 @@ def serve(
         register_deployments(settings, pool)
         out.print(f"registered the deployments in {settings.project_root / DEPLOYMENTS_FILE} on pool {pool!r}")
     env = worker_env(settings)
-    # A SIGTERM (docker stop, a service manager, `kill`) stops the worker too, not orphan it.
+    # SIGTERM (docker stop, a service manager, `kill`) stops the worker like Ctrl-C does. SIGINT
+    # gets Python's handler back even when we were started with it ignored (a background job of
+    # a non-interactive shell): the worker inherits SIG_IGN otherwise, and Prefect's handler
+    # re-raises SIGINT through the ignored disposition and the worker never stops.
     signal.signal(signal.SIGTERM, _interrupt)
-    proc = subprocess.Popen(worker_command(pool, name, limit), env=env)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    # Its own session: a terminal's Ctrl-C reaches only us, and we forward exactly one SIGINT
+    # (Prefect's worker treats a second SIGINT as "kill now").
+    proc = subprocess.Popen(worker_command(pool, name, limit), env=env, start_new_session=True)
     out.print(f"worker on pool {pool!r} at {api_url}; runs write to {env['SOPFORGE_HOME']}. Ctrl-C stops it.")
     out.print("start a domain: prefect deployment run new-domain/default --param theme_file=examples/themes/pharmacy_refills.yaml")
     try:
         code = proc.wait()
     except KeyboardInterrupt:
-        err.print("stopping the worker…")
-        code = 0
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)  # what Ctrl-C sends: the worker shuts down in order
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        code = _stop_worker(proc)
     if code:
         raise typer.Exit(code)
+
+
+def _stop_worker(proc: subprocess.Popen) -> int:
+    """First signal: the worker stops taking runs and exits when its running flow runs end (what
+    Prefect does on Ctrl-C). A second signal kills it."""
+    err.print("stopping the worker: it takes no new runs and exits when its running flow runs finish "
+              "(Ctrl-C again to stop at once)…")
+    try:
+        proc.send_signal(signal.SIGINT)
+        proc.wait()
+    except KeyboardInterrupt:
+        err.print("killing the worker; an interrupted run resumes with `sopforge rerun RUN`")
+        proc.kill()
+        proc.wait()
+    return 0
