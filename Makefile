@@ -17,7 +17,11 @@ export UV_PYTHON_DOWNLOADS := never
 
 DEMO_THEME := examples/themes/pharmacy_refills.yaml
 
-.PHONY: demo test env clean-state lint-deps
+# The end-to-end tests drive the Prefect UI in a real browser and run the docker-compose topology
+# as local processes (PostgreSQL behind the Prefect server): both come from Debian packages.
+SYSTEM_PACKAGES := chromium chromium-driver postgresql
+
+.PHONY: demo test env system-deps clean-state lint-deps
 
 env: $(VENV)/.synced
 
@@ -32,8 +36,17 @@ $(VENV)/.synced: uv.lock pyproject.toml | $(UV)
 demo: env
 	$(BIN)/sopforge generate $(DEMO_THEME)
 
-test: env
+test: env system-deps
 	$(BIN)/pytest
+
+system-deps:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null && ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+		echo "system packages present: $(SYSTEM_PACKAGES)"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(SYSTEM_PACKAGES); \
+	else \
+		echo "error: the tests need the Debian packages $(SYSTEM_PACKAGES): run 'sudo apt-get install $(SYSTEM_PACKAGES)' and retry" >&2; exit 2; \
+	fi
 
 clean-state:
 	rm -rf artifacts/sopforge.duckdb artifacts/sopforge.duckdb.wal artifacts/exports artifacts/exchange artifacts/prefect

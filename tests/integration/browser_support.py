@@ -41,8 +41,9 @@ import re
 import shutil
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from playwright.sync_api import Browser, Locator, Page, Playwright
@@ -59,6 +60,8 @@ CHROMIUM_ARGS: tuple[str, ...] = (
 CHROMIUM_NAMES: tuple[str, ...] = ("chromium", "chromium-browser", "google-chrome-stable", "google-chrome")
 #: Default time to wait for one thing on the page (milliseconds).
 DEFAULT_TIMEOUT_MS = 30_000
+_RESUME_POST = re.compile(r"/api/flow_runs/[0-9a-f-]{36}/resume$")
+_PAUSED_STATES = frozenset({"Paused", "Suspended"})
 _FINAL_STATES = frozenset({"Completed", "Failed", "Crashed", "Cancelled", "TimedOut"})
 #: The two UIs Prefect 3.8 serves: V1 (Vue) at ``/`` and V2 (React) at ``/v2``.
 UI_PREFIX = {"v1": "", "v2": "/v2"}
@@ -67,8 +70,9 @@ UI_PREFIX = {"v1": "", "v2": "/v2"}
 # the V2 select (a popover button announcing a listbox).
 _CONTROL_CSS = ("textarea, input:not([type=search]):not([type=hidden]), select, "
                 "button[aria-haspopup=listbox], button.p-select-button__control")
-_CONTROL_XPATH = ("ancestor::*[.//textarea or .//input[not(@type='search') and not(@type='hidden')] or .//select"
-                  " or .//button[@aria-haspopup='listbox'] or .//button[contains(@class,'p-select-button__control')]][1]")
+_CONTROL_XPATH = ("ancestor::*[.//textarea or .//input[not(@type='search') and not(@type='hidden')]"
+                  " or .//select or .//button[@aria-haspopup='listbox']"
+                  " or .//button[contains(@class,'p-select-button__control')]][1]")
 
 
 class UiError(AssertionError):
@@ -108,7 +112,7 @@ def skip_reason() -> str | None:
     return None
 
 
-def launch(playwright: "Playwright", *, headless: bool = True, extra_args: tuple[str, ...] = ()) -> "Browser":
+def launch(playwright: Playwright, *, headless: bool = True, extra_args: tuple[str, ...] = ()) -> Browser:
     """Launch the system Chromium (see :func:`chromium_path`) with :data:`CHROMIUM_ARGS`."""
     path = chromium_path()
     if path is None:
@@ -117,8 +121,8 @@ def launch(playwright: "Playwright", *, headless: bool = True, extra_args: tuple
                                       args=[*CHROMIUM_ARGS, *extra_args])
 
 
-def new_page(browser: "Browser", *, width: int = 1400, height: int = 1000,
-             timeout_ms: int = DEFAULT_TIMEOUT_MS) -> "Page":
+def new_page(browser: Browser, *, width: int = 1400, height: int = 1000,
+             timeout_ms: int = DEFAULT_TIMEOUT_MS) -> Page:
     """A page in a fresh context, with a desktop viewport and ``timeout_ms`` as default timeout."""
     context = browser.new_context(viewport={"width": width, "height": height})
     page = context.new_page()
@@ -126,7 +130,7 @@ def new_page(browser: "Browser", *, width: int = 1400, height: int = 1000,
     return page
 
 
-def screenshot(page: "Page", path: str | os.PathLike[str], *, full_page: bool = True) -> Path:
+def screenshot(page: Page, path: str | os.PathLike[str], *, full_page: bool = True) -> Path:
     """Save a PNG of the page (creating parent folders) and return its path."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -160,8 +164,8 @@ def artifact_key_url(ui_url: str, key: str, *, ui: str = "v1") -> str:
     return f"{ui_root(ui_url)}{_prefix(ui)}/artifacts/key/{key}"
 
 
-def wait_for_text(page_or_locator: "Page | Locator", text: str | re.Pattern[str], *,
-                  timeout_ms: int = DEFAULT_TIMEOUT_MS) -> "Locator":
+def wait_for_text(page_or_locator: Page | Locator, text: str | re.Pattern[str], *,
+                  timeout_ms: int = DEFAULT_TIMEOUT_MS) -> Locator:
     """Wait until ``text`` (substring, or regex) is visible; return its locator.
 
     Whitespace is normalised the way Playwright's ``get_by_text`` does, so match one line of a
@@ -176,14 +180,14 @@ def wait_for_text(page_or_locator: "Page | Locator", text: str | re.Pattern[str]
     return target
 
 
-def open_flow_run(page: "Page", ui_url: str, flow_run_id: str, *, ui: str = "v1",
+def open_flow_run(page: Page, ui_url: str, flow_run_id: str, *, ui: str = "v1",
                   timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
     """Go to the flow run's page and wait until it has rendered (its tab list is visible)."""
     page.goto(flow_run_url(ui_url, flow_run_id, ui=ui), wait_until="domcontentloaded", timeout=timeout_ms)
     _wait_flow_run_ready(page, flow_run_id, timeout_ms)
 
 
-def flow_run_state(page: "Page") -> str:
+def flow_run_state(page: Page) -> str:
     """The state name the flow run page shows (e.g. 'Paused', 'Running', 'Completed'), or ''."""
     header = page.locator(".page-heading, main, body").first
     text = header.inner_text(timeout=5_000)
@@ -194,7 +198,7 @@ def flow_run_state(page: "Page") -> str:
     return ""
 
 
-def wait_for_resume_available(page: "Page", ui_url: str, flow_run_id: str, *, ui: str = "v1",
+def wait_for_resume_available(page: Page, ui_url: str, flow_run_id: str, *, ui: str = "v1",
                               timeout_ms: int = 60_000, reload_every_s: float = 3.0) -> None:
     """Reload the flow run page until it offers *Resume* (the run has paused).
 
@@ -204,9 +208,7 @@ def wait_for_resume_available(page: "Page", ui_url: str, flow_run_id: str, *, ui
     deadline = time.monotonic() + timeout_ms / 1000
     while True:
         open_flow_run(page, ui_url, flow_run_id, ui=ui, timeout_ms=max(5_000, int(timeout_ms / 2)))
-        if _resume_entry(page, wait_ms=int(reload_every_s * 1000)) is not None:
-            if "/v2/" in page.url:
-                page.keyboard.press("Escape")  # close the menu that was opened to find Resume
+        if _resume_entry(page, wait_ms=int(reload_every_s * 1000), open_menu=False) is not None:
             return
         state = flow_run_state(page)
         if state in _FINAL_STATES:
@@ -226,7 +228,7 @@ _ARTIFACT_LINKS = "a[href*='/artifacts/artifact/'], a[href*='/artifacts/key/']"
 _ARTIFACT_BODY = ".artifact-data-view, [role=tabpanel][data-state=active]"
 
 
-def open_artifacts_tab(page: "Page", *, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> list[tuple[str, str]]:
+def open_artifacts_tab(page: Page, *, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> list[tuple[str, str]]:
     """On a flow run page, show the *Artifacts* tab; return ``(card text, href)`` for each artifact card.
 
     Cards appear only once their data has loaded, so this waits for at least one.
@@ -245,38 +247,36 @@ def open_artifacts_tab(page: "Page", *, timeout_ms: int = DEFAULT_TIMEOUT_MS) ->
     return [(link.inner_text(), link.get_attribute("href") or "") for link in links.all()]
 
 
-def artifact_text(page: "Page", ui_url: str, flow_run_id_or_key: str, *, key: str | None = None,
+def artifact_text(page: Page, ui_url: str, flow_run_id_or_key: str, *, key: str | None = None,
                   ui: str = "v1", timeout_ms: int = DEFAULT_TIMEOUT_MS) -> str:
     """Open a markdown artifact's page and return its rendered text.
 
-    ``flow_run_id_or_key`` is either a flow run id (a UUID: the artifact is picked from that run's
-    Artifacts tab, the one whose card shows ``key`` when given, else the first) or an artifact key
-    (its newest version is opened from the key's page). The page is left on the artifact, so a
-    screenshot shows it rendered.
+    ``flow_run_id_or_key`` is a flow run id (a UUID) or an artifact key:
+
+    * run id and ``key``: checks that the run's Artifacts tab shows ``key``, then opens the newest
+      version of ``key`` created by that run (from the key's page, which lists versions newest
+      first; the run's tab does not order them);
+    * run id alone: opens the first card of the run's Artifacts tab (any order: pass ``key``);
+    * key: opens the key's newest version.
+
+    The page is left on the artifact, so a screenshot shows it rendered.
     """
-    if _is_uuid(flow_run_id_or_key):
-        open_flow_run(page, ui_url, flow_run_id_or_key, ui=ui, timeout_ms=timeout_ms)
-        cards = open_artifacts_tab(page, timeout_ms=timeout_ms)
-        links = _artifact_cards(page)
-        if key is not None:
-            links = links.filter(has=page.get_by_text(key, exact=True))
-            if links.count() == 0:
-                shown = [" ".join(card.split()) for card, _ in cards]
-                raise UiError(f"no artifact with key {key!r} on flow run {flow_run_id_or_key}; cards: {shown}")
-        links.first.click()
-    else:
+    run_id = flow_run_id_or_key if _is_uuid(flow_run_id_or_key) else None
+    if run_id is None:
         page.goto(artifact_key_url(ui_url, flow_run_id_or_key, ui=ui), wait_until="domcontentloaded")
-    page.wait_for_url(re.compile(r"/artifacts/(artifact|key)/"), timeout=timeout_ms)
+    else:
+        open_flow_run(page, ui_url, run_id, ui=ui, timeout_ms=timeout_ms)
+        cards = open_artifacts_tab(page, timeout_ms=timeout_ms)
+        if key is None:
+            _artifact_cards(page).first.click()
+        else:
+            if _artifact_cards(page).filter(has=page.get_by_text(key, exact=True)).count() == 0:
+                shown = [" ".join(card.split()) for card, _ in cards]
+                raise UiError(f"no artifact with key {key!r} on flow run {run_id}; cards: {shown}")
+            page.goto(artifact_key_url(ui_url, key, ui=ui), wait_until="domcontentloaded")
+        page.wait_for_url(re.compile(r"/artifacts/(artifact|key)/"), timeout=timeout_ms)
     if "/artifacts/key/" in page.url:
-        # The key's page lists versions newest first; open the newest.
-        version = page.locator("a[href*='/artifacts/artifact/']").first
-        try:
-            version.wait_for(state="visible", timeout=timeout_ms)
-        except Exception as exc:
-            raise UiError(f"artifact key page {page.url} links no artifact version after {timeout_ms} ms;"
-                          f" text: {_snippet(page)!r}") from exc
-        version.click()
-        page.wait_for_url(re.compile(r"/artifacts/artifact/[0-9a-f-]{36}"), timeout=timeout_ms)
+        _open_newest_version(page, run_id, timeout_ms)
     body = page.locator(_ARTIFACT_BODY).first
     try:
         body.wait_for(state="visible", timeout=timeout_ms)
@@ -289,14 +289,37 @@ def artifact_text(page: "Page", ui_url: str, flow_run_id_or_key: str, *, key: st
     return body.inner_text()
 
 
-def _artifact_cards(page: "Page") -> "Locator":
+def _open_newest_version(page: Page, flow_run_id: str | None, timeout_ms: int) -> None:
+    """On an artifact key's page (versions newest first), open the newest one (of ``flow_run_id``)."""
+    versions = page.locator("a[href*='/artifacts/artifact/']")
+    try:
+        versions.first.wait_for(state="visible", timeout=timeout_ms)
+    except Exception as exc:
+        raise UiError(f"artifact key page {page.url} links no artifact version after {timeout_ms} ms;"
+                      f" text: {_snippet(page)!r}") from exc
+    if flow_run_id is not None:
+        # A version link whose nearest enclosing block with a flow-run link links this run.
+        versions = page.locator(
+            "xpath=//a[contains(@href,'/artifacts/artifact/')]"
+            "[(ancestor::*[.//a[contains(@href,'/runs/flow-run/')]])[last()]"
+            f"//a[contains(@href,'/runs/flow-run/{flow_run_id}')]]")
+        try:  # the flow run links render after the versions (their names are fetched one by one)
+            versions.first.wait_for(state="visible", timeout=timeout_ms)
+        except Exception as exc:
+            raise UiError(f"artifact key page {page.url} lists no version from flow run {flow_run_id}"
+                          f" after {timeout_ms} ms") from exc
+    versions.first.click()
+    page.wait_for_url(re.compile(r"/artifacts/artifact/[0-9a-f-]{36}"), timeout=timeout_ms)
+
+
+def _artifact_cards(page: Page) -> Locator:
     return page.locator(_ARTIFACT_LINKS)
 
 
 # --------------------------------------------------------------------------- resume form
 
 
-def open_resume_form(page: "Page", *, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> "Locator":
+def open_resume_form(page: Page, *, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> Locator:
     """On a paused flow run's page, open the *Resume* dialog and return it.
 
     The dialog shows the ``description`` given to ``RunInput.with_initial_data`` (rendered as
@@ -316,12 +339,22 @@ def open_resume_form(page: "Page", *, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> "
     return dialog
 
 
-def form_fields(dialog: "Locator") -> list[str]:
+def form_description(dialog: Locator) -> str:
+    """Text of the markdown description shown above the resume form's fields ('' if none).
+
+    That is the ``description`` given to ``RunInput.with_initial_data``; it is rendered as markdown
+    (V1: ``article.markdown-renderer``, V2: ``.prose``), so headings and emphasis lose their marks.
+    """
+    box = dialog.locator("article.markdown-renderer, .prose").first
+    return box.inner_text() if box.count() else ""
+
+
+def form_fields(dialog: Locator) -> list[str]:
     """Labels of the fields in a resume form, as shown (e.g. 'Feedback (Optional)')."""
     return [t.strip() for t in dialog.locator("label").all_inner_texts() if t.strip()]
 
 
-def field_control(dialog: "Locator", name: str) -> "Locator":
+def field_control(dialog: Locator, name: str) -> Locator:
     """The input of the form field for ``name`` (a model field name like 'edited_artifact' or its label)."""
     wanted = _label_keys(name)
     labels = dialog.locator("label")
@@ -341,7 +374,7 @@ def field_control(dialog: "Locator", name: str) -> "Locator":
     raise UiError(f"no field {name!r} in the resume form; fields: {form_fields(dialog)}")
 
 
-def fill_field(page: "Page", dialog: "Locator", name: str, value: Any, *,
+def fill_field(page: Page, dialog: Locator, name: str, value: Any, *,
                timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
     """Set one resume-form field: type into a text field, or choose an option of a select."""
     control = field_control(dialog, name)
@@ -359,14 +392,14 @@ def fill_field(page: "Page", dialog: "Locator", name: str, value: Any, *,
     _choose_option(page, control, name, text, timeout_ms)
 
 
-def fill_resume_form(page: "Page", dialog: "Locator", values: Mapping[str, Any], *,
+def fill_resume_form(page: Page, dialog: Locator, values: Mapping[str, Any], *,
                      timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
     """Fill several fields, e.g. ``{"decision": "reject", "feedback": "Step 2 is wrong"}``."""
     for name, value in values.items():
         fill_field(page, dialog, name, value, timeout_ms=timeout_ms)
 
 
-def submit_resume_form(page: "Page", dialog: "Locator", *, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> dict[str, Any]:
+def submit_resume_form(page: Page, dialog: Locator, *, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> dict[str, Any]:
     """Press the dialog's submit button; return the server's answer once it accepted the input.
 
     Waits for ``POST /api/flow_runs/<id>/resume``; raises :class:`UiError` when the server does
@@ -375,16 +408,21 @@ def submit_resume_form(page: "Page", dialog: "Locator", *, timeout_ms: int = DEF
     button = dialog.get_by_role("button", name=re.compile(r"^\s*(Submit|Resume)\s*$"))
     if button.count() == 0:
         raise UiError(f"no Submit/Resume button in the resume dialog on {page.url}")
-    with page.expect_response(lambda r: r.request.method == "POST" and re.search(r"/flow_runs/[^/]+/resume$", r.url)
-                              is not None, timeout=timeout_ms) as info:
-        button.first.click()
-    response = info.value
+    try:
+        with page.expect_response(lambda r: r.request.method == "POST" and _RESUME_POST.search(r.url) is not None,
+                                  timeout=timeout_ms) as info:
+            button.first.click()
+        response = info.value
+    except Exception as exc:  # no request: the form refused to submit (e.g. a required field is empty)
+        raise UiError(f"submitting the resume form sent no resume request within {timeout_ms} ms;"
+                      f" the dialog says: {_snippet(dialog, 1200)!r}") from exc
     try:
         answer: dict[str, Any] = response.json()
     except Exception:
         answer = {"status": None, "body": response.text()}
     if not response.ok or answer.get("status") != "ACCEPT":
-        raise UiError(f"server did not accept the resume input (HTTP {response.status}): {answer}")
+        said = {k: answer.get(k) for k in ("status", "details", "body") if k in answer}
+        raise UiError(f"server did not accept the resume input (HTTP {response.status}): {said}")
     try:
         dialog.wait_for(state="hidden", timeout=timeout_ms)
     except Exception as exc:
@@ -392,7 +430,7 @@ def submit_resume_form(page: "Page", dialog: "Locator", *, timeout_ms: int = DEF
     return answer
 
 
-def resume_with(page: "Page", ui_url: str, flow_run_id: str, values: Mapping[str, Any], *,
+def resume_with(page: Page, ui_url: str, flow_run_id: str, values: Mapping[str, Any], *,
                 ui: str = "v1", timeout_ms: int = DEFAULT_TIMEOUT_MS, wait_paused_ms: int = 60_000,
                 screenshot_to: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """Open the flow run, open its Resume form, fill ``values``, submit; return the server's answer.
@@ -425,7 +463,7 @@ def _is_uuid(text: str) -> bool:
     return True
 
 
-def _wait_flow_run_ready(page: "Page", flow_run_id: str, timeout_ms: int) -> None:
+def _wait_flow_run_ready(page: Page, flow_run_id: str, timeout_ms: int) -> None:
     tabs = page.get_by_role("tablist").first
     no_api = page.get_by_text("Can't connect to Server API").first
     missing = page.get_by_text(re.compile(r"^\s*(Page not found|404)\s*$")).first
@@ -445,35 +483,42 @@ def _wait_flow_run_ready(page: "Page", flow_run_id: str, timeout_ms: int) -> Non
         raise UiError(f"flow run page for {flow_run_id} shows no 'Logs' tab at {page.url}") from exc
 
 
-def _resume_entry(page: "Page", *, wait_ms: int) -> "Locator | None":
+def _resume_entry(page: Page, *, wait_ms: int, open_menu: bool = True) -> Locator | None:
     """The element to click to open the Resume dialog, or None if there is none within ``wait_ms``.
 
-    V1 has a 'Resume' button in the page heading; V2 has a 'Resume' item in the heading's menu.
+    V1 has a 'Resume' button in the page heading. V2 has a 'Resume' item in the heading's
+    'Open menu' menu, offered only while the run is paused; with ``open_menu=False`` the V2 menu is
+    left shut and its trigger is returned once the page shows the run paused. Never press Escape
+    on a V2 run page: the run graph takes it as 'full screen' and then covers the page.
     """
     deadline = time.monotonic() + wait_ms / 1000
     v1_button = page.get_by_role("button", name="Resume", exact=True)
-    v2_menu = page.get_by_role("button", name="Open menu").first
+    v2_menu = page.locator("main").get_by_role("button", name="Open menu").first
     v2_item = page.get_by_role("menuitem", name="Resume", exact=True)
     while True:
         if v1_button.count() and v1_button.first.is_visible():
             return v1_button.first
         if v2_item.count() and v2_item.first.is_visible():  # menu already open
             return v2_item.first
-        if "/v2/" in page.url and v2_menu.count() and v2_menu.is_visible():
+        if ("/v2/" in page.url and v2_menu.count() and v2_menu.is_visible()
+                and flow_run_state(page) in _PAUSED_STATES):
+            if not open_menu:
+                return v2_menu
             v2_menu.click()
             try:
                 v2_item.first.wait_for(state="visible", timeout=2_000)
                 return v2_item.first
             except Exception:
-                page.keyboard.press("Escape")
+                v2_menu.click()  # shut it again
         if time.monotonic() >= deadline:
             return None
         page.wait_for_timeout(250)
 
 
-def _choose_option(page: "Page", control: "Locator", name: str, text: str, timeout_ms: int) -> None:
+def _choose_option(page: Page, control: Locator, name: str, text: str, timeout_ms: int) -> None:
     """Pick ``text`` in a custom select (V1: keyboard opens it, a mouse click does not; V2: click)."""
-    if control.evaluate("e => e.classList.contains('p-select-button__control')"):
+    v1 = bool(control.evaluate("e => e.classList.contains('p-select-button__control')"))
+    if v1:
         # V1's PSelect toggles twice on a synthetic click and stays shut; ArrowDown opens it.
         control.focus()
         page.keyboard.press("ArrowDown")
@@ -481,13 +526,16 @@ def _choose_option(page: "Page", control: "Locator", name: str, text: str, timeo
         control.click()
     listbox = page.get_by_role("listbox").last
     try:
-        listbox.wait_for(state="visible", timeout=timeout_ms)
+        listbox.get_by_role("option").first.wait_for(state="visible", timeout=timeout_ms)
     except Exception as exc:
         raise UiError(f"the options of field {name!r} did not open") from exc
     option = listbox.get_by_role("option", name=text, exact=True)
     if option.count() == 0:
         shown = [o.strip() for o in listbox.get_by_role("option").all_inner_texts()]
-        page.keyboard.press("Escape")
+        if v1:
+            page.keyboard.press("Escape")
+        else:
+            control.click()  # shut it (Escape would also reach the V2 run graph)
         raise UiError(f"field {name!r} has no option {text!r}; options: {shown}")
     option.first.click()
     try:
@@ -506,12 +554,12 @@ def _label_keys(name: str) -> set[str]:
     return {_normalise_label(name), _normalise_label(name.replace("_", " "))}
 
 
-def _where(target: "Page | Locator") -> str:
+def _where(target: Page | Locator) -> str:
     page = getattr(target, "page", target)
     return getattr(page, "url", "?")
 
 
-def _snippet(target: "Page | Locator", limit: int = 400) -> str:
+def _snippet(target: Page | Locator, limit: int = 400) -> str:
     try:
         source = target.locator("body") if hasattr(target, "goto") else target
         return re.sub(r"\s+", " ", source.inner_text(timeout=2_000))[:limit]
