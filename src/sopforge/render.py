@@ -69,8 +69,12 @@ def api_graph_markdown(content: dict[str, Any]) -> str:
     } for a in apis]
     deps = [f"- `{d['dependent_api']}` → `{a['api_name']}` ({d['dependency_type']}): {d.get('dependency_reason', '')}"
             for a in apis for d in a.get("direct_dependencies", [])]
+    # Prefect's V2 UI draws mermaid blocks; the V1 UI and terminals show the source, which is
+    # still a readable edge list.
+    edges = [f"    {d['dependent_api']} --> {a['api_name']}" for a in apis for d in a.get("direct_dependencies", [])]
+    diagram = "```mermaid\ngraph TD\n" + "\n".join([f"    {a['api_name']}" for a in apis] + edges) + "\n```\n"
     return ("# API dependency graph\n\n" + markdown_table(rows, ["api", "SOP steps", "inputs", "outputs"])
-            + "\n## Dependencies\n\n" + ("\n".join(deps) or "none") + "\n")
+            + "\n## Dependencies\n\n" + ("\n".join(deps) or "none") + "\n\n" + diagram)
 
 
 def dataset_sample(content: dict[str, Any], limit: int = 20) -> list[dict[str, Any]]:
