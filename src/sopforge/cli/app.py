@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from sopforge.cli import audit, generate, inspect, rerun, review, ui
+from sopforge.cli import audit, generate, inspect, rerun, review, serve, ui
 
 app = typer.Typer(
     name="sopforge",
@@ -19,6 +19,7 @@ app.command("runs")(inspect.runs)
 app.command("show")(inspect.show)
 app.command("ui")(ui.ui)
 app.command("audit")(audit.audit)
+app.command("serve")(serve.serve)
 app.add_typer(review.review_app, name="review")
 
 

@@ -209,16 +209,67 @@ def serve(
         raise typer.Exit(code)
 
 
-def _stop_worker(proc: subprocess.Popen) -> int:
-    """First signal: the worker stops taking runs and exits when its running flow runs end (what
-    Prefect does on Ctrl-C). A second signal kills it."""
-    err.print("stopping the worker: it takes no new runs and exits when its running flow runs finish "
-              "(Ctrl-C again to stop at once)…")
+def _children(pid: int) -> list[int]:
+    """Direct child processes of ``pid`` (Linux /proc; empty elsewhere)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # "pid (comm) state ppid …": comm may contain spaces, so split after its ")".
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _interrupt_flow_runs(worker_pid: int, timeout: float = 30.0) -> int:
+    """SIGTERM each flow-run process of the worker and wait for it to exit.
+
+    Prefect's worker, when stopped, kills its flow runs without letting them record anything:
+    the sopforge run stays "running" and the Prefect flow run "Running". A SIGTERM first lets each
+    run stop the way Prefect cancels it: the flow run ends Crashed and the sopforge run failed,
+    so ``sopforge rerun RUN`` resumes it at the interrupted stage.
+    """
+    runs = _children(worker_pid)
+    for pid in runs:
+        try:
+            os.killpg(pid, signal.SIGTERM)  # each flow run leads its own process group
+        except (ProcessLookupError, PermissionError):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + timeout
+    while runs and time.monotonic() < deadline:
+        runs = [pid for pid in runs if Path(f"/proc/{pid}").exists() and _is_running(pid)]
+        time.sleep(0.2)
+    return len(runs)
+
+
+def _is_running(pid: int) -> bool:
     try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"  # a zombie has exited; the worker reaps it
+
+
+def _stop_worker(proc: subprocess.Popen) -> int:
+    """First signal: interrupt the running flow runs (recorded as failed, resumable), then stop
+    the worker the way Ctrl-C does. A second signal kills it at once."""
+    try:
+        runs = _children(proc.pid)
+        if runs:
+            err.print(f"stopping {len(runs)} running flow run(s); resume each with `sopforge rerun RUN` "
+                      "(Ctrl-C again to stop at once)…")
+            _interrupt_flow_runs(proc.pid)
+        err.print("stopping the worker…")
         proc.send_signal(signal.SIGINT)
         proc.wait()
     except KeyboardInterrupt:
-        err.print("killing the worker; an interrupted run resumes with `sopforge rerun RUN`")
+        err.print("killing the worker; a run it was executing may stay 'running': resume it with "
+                  "`sopforge rerun RUN --force`")
         proc.kill()
         proc.wait()
     return 0

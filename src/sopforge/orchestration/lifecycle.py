@@ -31,7 +31,12 @@ def run_lifecycle(run_id: str, home: str | None) -> Iterator[None]:
         store.set_run_status(run_id, "needs_review", error=str(stop))
         raise
     except BaseException as err:
-        line = str(err) if isinstance(err, SopforgeError) else f"{err.__class__.__name__}: {err}"
+        if isinstance(err, SopforgeError):
+            line = str(err)
+        elif err.__class__.__name__ == "TerminationSignal":  # prefect.exceptions: the worker was stopped
+            line = f"interrupted (the worker was stopped): resume with `sopforge rerun {run_id}`"
+        else:
+            line = f"{err.__class__.__name__}: {err}"
         store.set_run_status(run_id, "failed", error=line)
         raise
     store.set_run_status(run_id, "succeeded")
