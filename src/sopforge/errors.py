@@ -64,3 +64,12 @@ class NeedsReview(SopforgeError):
     rejected the release, or nobody answered in time. The run keeps every artifact."""
 
     exit_code = 4
+
+
+class ReviewRejected(NeedsReview):
+    """A reviewer rejected an artifact the flow cannot regenerate (the release package);
+    ``reason`` is their feedback."""
+
+    def __init__(self, reason: str):
+        super().__init__(f"review rejected: {reason}")
+        self.reason = reason

@@ -124,6 +124,8 @@ def print_summary(summary: dict[str, Any]) -> None:
         out.print(f"exported: {summary['export']}  ({summary['oracle']})")
     run_id, cmd = summary["run_id"], _command_name()
     out.print("Where to look next:")
+    if summary["status"] == "needs_review":
+        out.print(f"  {cmd} review show {run_id}        what the gate stopped on; then review approve|reject|edit")
     out.print(f"  {cmd} show {run_id} --stage sop      the SOP as markdown, its checks, lineage and LLM calls")
     out.print(f"  {cmd} show {run_id} --stage schema   the data schema as a table")
     out.print(f"  {cmd} ui                            flow runs, task runs and artifacts in the Prefect UI")

@@ -123,3 +123,7 @@ def show(
     out.print(table)
     out.print(f"totals: {summary.llm_calls} LLM calls, {human_int(summary.input_tokens)} tokens in, "
               f"{human_int(summary.output_tokens)} out, est. ${summary.cost_usd:.4f}")
+    decisions = store.reviews_for_run(run_id)
+    if decisions:
+        out.print("review decisions: " + "; ".join(
+            f"{r.stage} v{r.artifact_version} {r.decision} ({r.reviewer or r.source})" for r in decisions))

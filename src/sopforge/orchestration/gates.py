@@ -14,7 +14,7 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.exceptions import FlowPauseTimeout
 from prefect.flow_runs import pause_flow_run
 
-from sopforge.errors import NeedsReview
+from sopforge.errors import NeedsReview, ReviewRejected
 from sopforge.orchestration import executor
 from sopforge.orchestration.lifecycle import current_flow_run_id
 from sopforge.render import artifact_markdown, checks_markdown
@@ -97,6 +97,8 @@ def review_gate(run_id: str, stage: str, artifact_id: str, home: str | None, reg
         executor.notify(stage, outcome.message)
         if outcome.action == "continue":
             return outcome.artifact_id
+        if outcome.action == "stop" and outcome.feedback:
+            raise ReviewRejected(f"{outcome.message}; regenerate upstream with `sopforge rerun {run_id} --from STAGE`")
         if outcome.action == "stop":
             raise NeedsReview(f"{outcome.message}; see `sopforge review show {run_id}`")
         note = outcome.message if outcome.action == "ask_again" else None

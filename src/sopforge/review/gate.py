@@ -72,7 +72,7 @@ def apply_decision(store: Store, settings: Settings, run_id: str, artifact: Arti
             return _refuse(store, base, f"reject needs feedback: say what to change in {stage}")
         store.record_review(base.model_copy(update={"decision": "reject", "comment": text}))
         if stage in NOT_REGENERABLE:
-            return GateOutcome("stop", artifact.id, f"{stage} rejected by {who or 'the reviewer'}: {text}")
+            return GateOutcome("stop", artifact.id, f"{stage} rejected by {who or 'the reviewer'}: {text}", feedback=text)
         return GateOutcome("regenerate", artifact.id, f"{stage} v{artifact.version} rejected; regenerating", feedback=text)
     if decision == "edit":
         parents = {p.stage: p.content for p in store.parents_of(artifact.id)}

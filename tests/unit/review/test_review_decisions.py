@@ -100,7 +100,7 @@ def test_rejecting_the_release_stops_the_run(store, settings, chain):
     package = store.save_artifact(ArtifactWrite(run_id=run_id, stage="package", kind="package", content={"x": 1},
                                                 input_key="k-p", parents=[saved["sop"].id]))
     outcome = decide(store, settings, run_id, package, decision="reject", feedback="oracle too easy")
-    assert outcome.action == "stop" and "oracle too easy" in outcome.message
+    assert (outcome.action, outcome.feedback) == ("stop", "oracle too easy") and "oracle too easy" in outcome.message
 
 
 def test_a_valid_sop_edit_is_stored_as_an_approved_version_with_a_diff(store, settings, chain):
