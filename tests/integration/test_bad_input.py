@@ -94,3 +94,21 @@ def test_replay_without_a_recording_names_the_call_key(cli, tmp_path):
         assert con.execute("SELECT count(*) FROM artifacts").fetchone() == (0,)
         assert con.execute("SELECT count(*) FROM llm_calls").fetchone() == (0,)
         assert con.execute("SELECT status FROM runs").fetchall() == [("failed",)]
+
+
+def test_review_commands_and_servers_refuse_bad_requests(tmp_path):
+    home = tmp_path / "home"
+    ui_without_server = run(home, "generate", "examples/themes/pharmacy_refills.yaml", "--review", "ui")
+    assert_one_line_error(ui_without_server, "--review ui", "start `sopforge ui`")
+    assert ui_without_server.returncode == 2
+    bad_mode = run(home, "generate", "examples/themes/pharmacy_refills.yaml", "--review", "later")
+    assert_one_line_error(bad_mode, "review", "'auto' or 'ui'")
+    bad_gate = run(home, "generate", "examples/themes/pharmacy_refills.yaml", "--gate", "deploy")
+    assert_one_line_error(bad_gate, "unknown gate stage 'deploy'")
+    assert_no_runs(home)
+
+    nothing = run(home, "review", "approve", "r-0000000000")
+    assert_one_line_error(nothing, "no run matches")
+    serve = run(home, "serve")
+    assert_one_line_error(serve, "PREFECT_API_URL")
+    assert serve.returncode == 2
