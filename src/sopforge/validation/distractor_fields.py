@@ -1,0 +1,112 @@
+"""Verify distractor data fields by perturbation (issue 5; SOP-Bench §3.3.2 data-level distractors).
+
+A distractor field looks relevant but drives no decision. SOP-Bench adds such columns by hand and
+never checks them; here a candidate is **verified**: its values are moved between rows (a seeded
+rotation, so every row receives another row's value) and the reference procedure is executed
+again in the sandbox. The field is a distractor only if every task keeps its expected outputs
+and its expected tool sequence, and no row becomes unusable. A field whose values are all equal
+cannot be tested this way and is reported as unverified rather than passed.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sopforge.schemas.api_graph import APIGraph
+from sopforge.schemas.data_schema import DataSchema
+from sopforge.schemas.ground_truth import GroundTruth
+from sopforge.validation.ground_truth import compute_ground_truth
+from sopforge.validation.ground_truth_bundle import (
+    CSV_FILE, PROCEDURE_FILE, TOOLS_FILE, TOOLSPECS_FILE, input_columns, write_rows_csv,
+)
+from sopforge.validation.sandbox import SandboxLimits
+
+__all__ = ["FieldVerdict", "verify_distractor_fields"]
+
+
+@dataclass
+class FieldVerdict:
+    """What perturbing one candidate field did to the ground truth."""
+
+    field: str
+    verified: bool
+    reason: str
+    changed_tasks: list[str] = field(default_factory=list)
+    newly_excluded: list[str] = field(default_factory=list)
+
+
+def _rotated(rows: list[dict[str, Any]], name: str, seed: int) -> list[dict[str, Any]]:
+    """Rows where ``name`` holds the value of the row ``k`` places further on (1 <= k < n)."""
+    k = random.Random(f"{seed}:{name}").randrange(1, len(rows))
+    values = [row.get(name) for row in rows]
+    return [{**row, name: values[(i + k) % len(rows)]} for i, row in enumerate(rows)]
+
+
+def _signature(gt: GroundTruth) -> dict[str, tuple]:
+    return {t.task_id: (t.expected_outputs, [c.tool for c in t.expected_calls]) for t in gt.tasks}
+
+
+def _candidate_problem(name: str, schema: DataSchema, inputs: list[str]) -> str | None:
+    spec = next((f for f in schema.fields if f.name == name), None)
+    if spec is None:
+        return f"{name} is not a field of the schema"
+    if spec.role != "existing":
+        return f"{name} is computed by the procedure ({spec.role}), not data the agent is given"
+    if name in inputs:
+        return f"{name} is an input column: moving it changes which case a task is"
+    return None
+
+
+def verify_distractor_fields(bundle_folder: Path, schema: DataSchema, api_graph: APIGraph, rows: list[dict[str, Any]],
+                             candidates: list[str], *, baseline: GroundTruth, seed: int = 0,
+                             limits: SandboxLimits | None = None) -> list[FieldVerdict]:
+    """Perturb each candidate field in turn and compare the recomputed ground truth to ``baseline``.
+
+    Args:
+        bundle_folder: Folder with tools.py, toolspecs.json and reference_procedure.py.
+        schema: The data schema (the candidates must be existing, non-input fields).
+        api_graph: The API graph (input columns).
+        rows: The dataset rows ``baseline`` was computed from, in order.
+        candidates: Field names proposed as distractors.
+        baseline: Ground truth of the unperturbed rows.
+        seed: Seed of the rotations (recorded with the verdicts so they can be reproduced).
+        limits: Sandbox limits of each re-run.
+
+    Returns:
+        One verdict per candidate, in order.
+    """
+    inputs = input_columns(schema, api_graph)
+    expected = _signature(baseline)
+    excluded_before = {e.row_id for e in baseline.excluded}
+    verdicts: list[FieldVerdict] = []
+    with tempfile.TemporaryDirectory(prefix="sopforge-distractor-") as tmp:
+        for name in candidates:
+            problem = _candidate_problem(name, schema, inputs)
+            if problem is None and len({str(r.get(name)) for r in rows}) < 2:
+                problem = f"every row holds the same {name}, so moving it between rows proves nothing"
+            if problem is not None:
+                verdicts.append(FieldVerdict(name, False, problem))
+                continue
+            folder = Path(tmp) / name
+            folder.mkdir()
+            for part in (TOOLS_FILE, TOOLSPECS_FILE, PROCEDURE_FILE):
+                shutil.copy(Path(bundle_folder) / part, folder / part)
+            perturbed = _rotated(rows, name, seed)
+            write_rows_csv(folder / CSV_FILE, perturbed, schema)
+            gt, _ = compute_ground_truth(folder, schema, api_graph, perturbed, limits=limits, check_determinism=False)
+            got = _signature(gt)
+            changed = sorted(t for t, sig in expected.items() if t in got and got[t] != sig)
+            newly_excluded = sorted({e.row_id for e in gt.excluded} - excluded_before)
+            if changed or newly_excluded:
+                reason = (f"moving {name} between rows changed the answer of {len(changed)} task(s)"
+                          + (f" and made {len(newly_excluded)} row(s) unusable" if newly_excluded else "")
+                          + f" (e.g. {(changed or newly_excluded)[0]}): it drives a decision, so it is not a distractor")
+                verdicts.append(FieldVerdict(name, False, reason, changed, newly_excluded))
+            else:
+                verdicts.append(FieldVerdict(name, True, f"moving {name} between rows left all {len(got)} answers unchanged"))
+    return verdicts
