@@ -131,11 +131,15 @@ def _quote_colon_values(text: str) -> str:
     return "\n".join(out)
 
 
-def _yaml_error_line(exc: yaml.YAMLError) -> str:
+def yaml_error_where(exc: yaml.YAMLError) -> str:
+    """`` at line N`` when PyYAML knows where the error is, else ''."""
     mark = getattr(exc, "problem_mark", None)
+    return f" at line {mark.line + 1}" if mark is not None else ""
+
+
+def _yaml_error_line(exc: yaml.YAMLError) -> str:
     problem = getattr(exc, "problem", None) or str(exc)
-    where = f" at line {mark.line + 1}" if mark is not None else ""
-    return one_line(f"{problem}{where}")
+    return one_line(f"{problem}{yaml_error_where(exc)}")
 
 
 def extract_yaml(text: str, *, require_mapping: bool = False) -> Any:

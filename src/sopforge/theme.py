@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from sopforge.errors import UserError
+from sopforge.parsing import yaml_error_where
 
 STAGES: tuple[str, ...] = ("context", "schema", "sop", "api_graph", "dataset", "tools", "reference")
 # Stages that ask no LLM (no provider or model to configure).
@@ -141,9 +142,7 @@ def load_theme_file(path: Path) -> tuple[ThemeSpec, Path]:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise UserError(f"theme file {path} is not valid YAML{where}: fix the syntax") from None
+        raise UserError(f"theme file {path} is not valid YAML{yaml_error_where(err)}: fix the syntax") from None
     if not isinstance(data, dict):
         raise UserError(f"theme file {path} must be a YAML mapping with at least a 'theme:' key")
     return build_spec(data, source=str(path)), path.parent

@@ -12,15 +12,20 @@ from rich.table import Table
 from sopforge.cli.output import handle_errors, human_int, out, print_json
 from sopforge.errors import UserError
 from sopforge.render import artifact_markdown, schema_rows
-from sopforge.settings import load_settings
+from sopforge.settings import Settings, load_settings
 from sopforge.store import Store
 
 
-def _store(home: Path | None) -> Store:
+def existing_store(home: Path | None) -> tuple[Settings, Store]:
+    """Settings and store of ``home``, for commands that only make sense once a run exists.
+
+    Raises:
+        UserError: There is no database yet.
+    """
     settings = load_settings(home=home)
     if not settings.db_path.exists():
         raise UserError(f"no sopforge database at {settings.db_path}: run `make demo` or `sopforge generate` first, or set SOPFORGE_HOME")
-    return Store(settings.db_path)
+    return settings, Store(settings.db_path)
 
 
 @handle_errors
@@ -30,7 +35,7 @@ def runs(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """List runs, newest first."""
-    records = _store(home).list_runs(limit=limit)
+    records = existing_store(home)[1].list_runs(limit=limit)
     if as_json:
         print_json([r.model_dump(mode="json") for r in records])
         return
@@ -98,7 +103,7 @@ def show(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Show a run's stages, or one stage's artifact with its checks, lineage and LLM calls."""
-    store = _store(home)
+    _, store = existing_store(home)
     summary = store.run_summary(store.get_run(run).id)
     run_id = summary.run.id
     if stage is not None:

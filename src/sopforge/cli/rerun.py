@@ -15,12 +15,11 @@ from typing import Optional
 import typer
 
 from sopforge.cli.generate import execute_run
-from sopforge.run_request import preflight
+from sopforge.cli.inspect import existing_store
 from sopforge.cli.output import handle_errors
 from sopforge.errors import UserError
 from sopforge.orchestration.stage_defs import STAGE_DEFS, stage_def
-from sopforge.settings import load_settings
-from sopforge.store import Store
+from sopforge.run_request import preflight
 from sopforge.theme import STAGES, StageModelConfig, ThemeSpec, build_spec
 
 
@@ -55,10 +54,7 @@ def rerun(
 ) -> None:
     """Start a new run from RUN: reuse every upstream artifact, regenerate from a stage or resume."""
     started = time.monotonic()
-    settings = load_settings(home=home)
-    if not settings.db_path.exists():
-        raise UserError(f"no sopforge database at {settings.db_path}: nothing to rerun (set SOPFORGE_HOME?)")
-    store = Store(settings.db_path)
+    settings, store = existing_store(home)
     previous = store.get_run(run)
     if from_stage is not None:
         stage_def(from_stage)  # unknown stage -> one-line UserError listing the stages

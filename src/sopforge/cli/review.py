@@ -9,14 +9,14 @@ import typer
 from rich.markdown import Markdown
 from rich.table import Table
 
+from sopforge.cli.inspect import existing_store
 from sopforge.cli.output import handle_errors, out, print_json
 from sopforge.errors import UserError
 from sopforge.orchestration.prefect_env import configure_prefect
 from sopforge.render import artifact_markdown, checks_markdown
 from sopforge.review.edits import review_text
 from sopforge.review.submit import WAITING, Pending, pending_review, submit
-from sopforge.settings import Settings, load_settings
-from sopforge.store import ReviewRecord, Store
+from sopforge.store import ReviewRecord
 
 review_app = typer.Typer(help="Review gates: list runs waiting for review, show, approve, reject or edit.",
                          no_args_is_help=True)
@@ -26,18 +26,11 @@ STAGE = typer.Option(None, help="Stage under review (checked against the gate th
 REVIEWER = typer.Option("", help="Your name or handle, stored with the decision.")
 
 
-def _open(home: Path | None) -> tuple[Settings, Store]:
-    settings = load_settings(home=home)
-    if not settings.db_path.exists():
-        raise UserError(f"no sopforge database at {settings.db_path}: nothing to review (set SOPFORGE_HOME?)")
-    return settings, Store(settings.db_path)
-
-
 @review_app.command("list")
 @handle_errors
 def list_waiting(home: Optional[Path] = HOME, as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Runs waiting for a decision: paused at a gate (awaiting_review) or stopped by one (needs_review)."""
-    _, store = _open(home)
+    _, store = existing_store(home)
     rows = []
     for run in store.list_runs(limit=500):
         if run.status in WAITING:
@@ -71,7 +64,7 @@ def show(run: str = typer.Argument(..., help="Run id (or unique prefix)."), stag
          raw: bool = typer.Option(False, "--raw", help="Print only the editable text (for `review edit --file`)."),
          home: Optional[Path] = HOME, as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """The artifact a run waits on, its checks (failures first) and the run's earlier decisions."""
-    _, store = _open(home)
+    _, store = existing_store(home)
     p = pending_review(store, run, stage)
     if raw:
         out.print(review_text(p.stage, p.artifact.content), markup=False, highlight=False, soft_wrap=True)
@@ -100,7 +93,7 @@ def _describe(r: ReviewRecord) -> str:
 
 def _decide(run: str, stage: str | None, home: Path | None, *, decision: str, feedback: str = "",
             edited: str = "", reviewer: str = "") -> None:
-    settings, store = _open(home)
+    settings, store = existing_store(home)
     pending: Pending = pending_review(store, run, stage)
     if pending.request_id is not None:
         configure_prefect(settings)  # resuming talks to the Prefect server the paused run uses

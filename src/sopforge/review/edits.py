@@ -19,7 +19,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from sopforge.errors import UserError
-from sopforge.parsing import describe_validation_error
+from sopforge.parsing import describe_validation_error, yaml_error_where
 from sopforge.schemas.api_graph import APIGraph
 from sopforge.schemas.checks import CheckResult, blocking_failures
 from sopforge.schemas.context import BusinessContext, check_context
@@ -93,9 +93,7 @@ def _parse(stage: str, text: str, original: dict[str, Any]) -> BaseModel:
     try:
         data = yaml.safe_load(text)  # YAML is a superset of JSON
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise UserError(f"edited {stage} is not valid JSON or YAML{where}: paste the whole artifact "
+        raise UserError(f"edited {stage} is not valid JSON or YAML{yaml_error_where(err)}: paste the whole artifact "
                         f"as `sopforge show RUN --stage {stage} --json` prints its content") from None
     if not isinstance(data, dict):
         raise UserError(f"edited {stage} must be a JSON/YAML mapping of the artifact's fields, not {type(data).__name__}")

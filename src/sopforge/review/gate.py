@@ -75,16 +75,16 @@ def apply_decision(store: Store, settings: Settings, run_id: str, artifact: Arti
             return GateOutcome("stop", artifact.id, f"{stage} rejected by {who or 'the reviewer'}: {text}", feedback=text)
         return GateOutcome("regenerate", artifact.id, f"{stage} v{artifact.version} rejected; regenerating", feedback=text)
     if decision == "edit":
-        parents = {p.stage: p.content for p in store.parents_of(artifact.id)}
+        parents = store.parents_of(artifact.id)
         try:
-            edit = check_edit(stage, edited_artifact, artifact.content, parents, settings)
+            edit = check_edit(stage, edited_artifact, artifact.content, {p.stage: p.content for p in parents}, settings)
         except UserError as err:
             return _refuse(store, base, str(err))
         stage_run_id = store.start_stage(run_id, stage)
         new, _ = store.save_edit(ArtifactWrite(
             run_id=run_id, stage=stage, kind=artifact.kind, content=edit.content, input_key=artifact.input_key,
             template_id=artifact.template_id, template_hash=artifact.template_hash, model=artifact.model,
-            status="approved", parents=[p.id for p in store.parents_of(artifact.id)], checks=edit.checks,
+            status="approved", parents=[p.id for p in parents], checks=edit.checks,
             stage_run_id=stage_run_id,
         ), base.model_copy(update={"decision": "edit", "comment": feedback.strip() or None}), diff=edit.diff)
         return GateOutcome("continue", new.id, f"{stage} edited by {who or 'the reviewer'}: v{new.version} stored and approved")
