@@ -16,7 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from sopforge.errors import UserError
 from sopforge.parsing import yaml_error_where
 
-STAGES: tuple[str, ...] = ("context", "schema", "sop", "api_graph", "dataset", "tools", "reference")
+STAGES: tuple[str, ...] = ("context", "schema", "sop", "api_graph", "dataset", "tools", "reference", "distractors",
+                           "manipulations")
 # Stages that ask no LLM (no provider or model to configure).
 DETERMINISTIC_STAGES: tuple[str, ...] = ("package",)
 PROVIDERS: tuple[str, ...] = ("anthropic", "openai", "replay", "exchange", "scripted")
@@ -24,6 +25,10 @@ PROVIDERS: tuple[str, ...] = ("anthropic", "openai", "replay", "exchange", "scri
 # the SOP, the graph and the tools are what a domain expert can judge; package is the release.
 DEFAULT_GATES: tuple[str, ...] = ("sop", "api_graph", "tools", "package")
 ReviewMode = Literal["auto", "ui"]
+# SOP variant types: SOP-Bench §3.3.2 complexity injection, then TELLER S10 SOP abstraction.
+SOP_BENCH_VARIANTS: tuple[str, ...] = ("branching", "redundant_detail", "tangential", "ambiguity")
+TELLER_VARIANTS: tuple[str, ...] = ("implicit_decision_points", "ambiguous_expressions", "exception_paths")
+VARIANT_TYPES: tuple[str, ...] = SOP_BENCH_VARIANTS + TELLER_VARIANTS
 MAX_THEME_CHARS = 2000
 
 
@@ -36,6 +41,33 @@ class StageModelConfig(BaseModel):
     model: str | None = Field(None, description="Model for this stage.")
     temperature: float | None = Field(None, ge=0, le=2, description="Sampling temperature for this stage.")
     base_url: str | None = Field(None, description="OpenAI/Anthropic-compatible base URL for this stage.")
+
+
+def known_variant_types(value: list[str]) -> list[str]:
+    """``value`` without repeats; raises ValueError naming the first unknown type."""
+    unknown = [v for v in value if v not in VARIANT_TYPES]
+    if unknown:
+        raise ValueError(f"unknown SOP variant type {unknown[0]!r}: choose from {', '.join(VARIANT_TYPES)}")
+    return list(dict.fromkeys(value))
+
+
+class HardeningSpec(BaseModel):
+    """How many distractors and manipulations the ``distractors`` and ``manipulations`` stages make."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    distractor_tools: int = Field(5, ge=0, le=40, description="Distractor tools to ask for (SOP-Bench §3.3.2, TELLER S9).")
+    distractor_fields: int = Field(3, ge=0, le=20, description="Distractor data fields to ask for.")
+    sop_variants: list[str] = Field(default_factory=lambda: list(VARIANT_TYPES),
+                                    description="SOP variant types to generate, from " + ", ".join(VARIANT_TYPES) + ".")
+    dialogues: int = Field(2, ge=0, le=100, description="Tasks sampled for TOD-ProcBench dialogues and compliance pairs.")
+    max_retries: int = Field(2, ge=0, le=5, description="Extra generation cycles for an item that fails verification.")
+    seed: int = Field(0, description="Seed of every sampling and perturbation choice (recorded with the artifacts).")
+
+    @field_validator("sop_variants")
+    @classmethod
+    def _known_variants(cls, value: list[str]) -> list[str]:
+        return known_variant_types(value)
 
 
 class ThemeSpec(BaseModel):
@@ -55,6 +87,8 @@ class ThemeSpec(BaseModel):
     review: ReviewMode = Field("auto", description="auto: a gate approves when every check passed, else the run stops as needs_review; "
                                                    "ui: the flow run pauses at each gate for a reviewer (Prefect UI or `sopforge review`).")
     gates: list[str] = Field(default_factory=lambda: list(DEFAULT_GATES), description="Stages followed by a review gate.")
+    hardening: HardeningSpec = Field(default_factory=HardeningSpec,
+                                     description="Distractors and manipulations to generate (issue 5).")
 
     @field_validator("theme")
     @classmethod

@@ -73,11 +73,14 @@ def _replace_text(tree: InstructionTree, target_id: str, text: str) -> Instructi
 
 def _other_number(old: str, rng: random.Random) -> str:
     if "." in old:
-        value = float(old)
+        value, places = float(old), len(old.split(".")[1])
         new = value
-        while f"{new:.{len(old.split('.')[1])}f}" == old:
-            new = round(value * rng.uniform(0.3, 3.0) + rng.uniform(0.1, 2.0), len(old.split(".")[1]))
-        return f"{new:.{len(old.split('.')[1])}f}"
+        while f"{new:.{places}f}" == old:
+            # A share or ratio below 1 stays below 1 ("0.80" -> "0.55", not "2.65"), so the
+            # mismatch reads as a plausible but wrong threshold rather than an absurd one.
+            new = (round(rng.uniform(0.05, 0.99), places) if value < 1
+                   else round(value * rng.uniform(0.3, 3.0) + rng.uniform(0.1, 2.0), places))
+        return f"{new:.{places}f}"
     value, digits = int(old), len(old)
     low, high = (10 ** (digits - 1) if digits > 1 else 0), 10 ** digits - 1
     choices = [n for n in range(low, high + 1) if n != value] or [value + 1]
@@ -88,18 +91,31 @@ def _negate(text: str) -> str:
     return f"Do not {text[:1].lower()}{text[1:]}"
 
 
-def manipulate(tree: InstructionTree, kind: ManipulationType, seed: int) -> Manipulation:
+def manipulate(tree: InstructionTree, kind: ManipulationType, seed: int,
+               within: set[str] | None = None) -> Manipulation:
     """Apply one operator to a copy of ``tree``.
 
+    Args:
+        tree: The full document; it is never modified.
+        kind: The operator.
+        seed: Seeds the choice of target and replacement.
+        within: Ids eligible as the target (e.g. an extracted section's statements); None means
+            any statement. Replacement material (sibling or donor actions) may still come from
+            the whole document, as in the paper's multi-condition example (Tables 12-13).
+
     Raises:
-        NotApplicable: No statement qualifies (no number; no block with two actions; fewer than
-            two condition branches with actions).
+        NotApplicable: No eligible statement qualifies (no number; no block with two actions;
+            fewer than two condition branches with actions).
     """
     rng = random.Random(f"{seed}:{kind}")
     nodes = _nodes(tree)
     actions = [(parent, node, path) for parent, node, path in nodes if isinstance(node, Action)]
+
+    def eligible(node: Action | Condition) -> bool:
+        return within is None or node.id in within
+
     if kind == "parameter_mismatch":
-        with_numbers = [node for _, node, _ in nodes if _NUMBER.search(node.text)]
+        with_numbers = [node for _, node, _ in nodes if _NUMBER.search(node.text) and eligible(node)]
         if not with_numbers:
             raise NotApplicable("no statement contains a number")
         target = rng.choice(with_numbers)
@@ -108,11 +124,12 @@ def manipulate(tree: InstructionTree, kind: ManipulationType, seed: int) -> Mani
         siblings: dict[tuple[str, ...], list[Action]] = {}
         for _, node, path in actions:
             siblings.setdefault(path, []).append(node)
-        eligible = [group for path, group in siblings.items() if path and len(group) >= 2]
-        if not eligible:
+        groups = [group for path, group in siblings.items()
+                  if path and len(group) >= 2 and any(eligible(a) for a in group)]
+        if not groups:
             raise NotApplicable("no condition block holds two or more actions")
-        group = rng.choice(eligible)
-        target = rng.choice(group)
+        group = rng.choice(groups)
+        target = rng.choice([a for a in group if eligible(a)])
         others = [a.text for a in group if a.text != target.text]
         new_text = _negate(target.text) if not others or rng.random() < 0.5 else rng.choice(others)
     elif kind == "multi_condition_replacement":
@@ -120,7 +137,10 @@ def manipulate(tree: InstructionTree, kind: ManipulationType, seed: int) -> Mani
         branches = {path for _, path in conditional}
         if len(branches) < 2:
             raise NotApplicable("fewer than two condition branches hold actions")
-        target, path = rng.choice(conditional)
+        targets = [(node, path) for node, path in conditional if eligible(node)]
+        if not targets:
+            raise NotApplicable("no eligible action sits under a condition")
+        target, path = rng.choice(targets)
         donors = [n.text for n, p in conditional if p != path and n.text != target.text]
         if not donors:
             raise NotApplicable("every other branch holds only the same action text")

@@ -30,9 +30,11 @@ from pydantic import BaseModel, Field
 from sopforge.parsing import ParseError
 
 __all__ = ["Action", "Condition", "InstructionTree", "FlatEntry", "parse_f1", "flatten", "render_f1",
-           "render_f2", "render_f3"]
+           "render_f2", "render_f3", "render_f1_with_ids", "render_block", "max_depth", "enclosing_block",
+           "subtree_ids"]
 
-_IF = re.compile(r"^If\s+(.+?):\s*$")
+# Case-insensitive: the paper itself writes both "If" and "if" (l.296-306, l.840-848).
+_IF = re.compile(r"^If\s+(.+?):\s*$", re.IGNORECASE)
 _ELSE = re.compile(r"^Else\s*:\s*$", re.IGNORECASE)
 _ACTION = re.compile(r"^-\s+(.+?)\s*$")
 INDENT = 2
@@ -206,3 +208,68 @@ def render_f3(entries: list[FlatEntry]) -> str:
     """Flattened JSON mappings (f3): a list of ``{"conditions": [...], "actions": [...]}``."""
     return json.dumps([{"conditions": e.conditions, "actions": e.actions} for e in entries], indent=2,
                       ensure_ascii=False)
+
+
+def render_f1_with_ids(tree: InstructionTree) -> str:
+    """f1 with every line prefixed by its statement id (``[do.c1.a2] - Check ...``).
+
+    Prompts that must name statements (the dialogue stage reports which actions its final turn
+    carries out) get this form, so the model copies ids instead of paraphrasing text.
+    """
+    lines: list[str] = []
+
+    def walk(items: list, depth: int) -> None:
+        pad = " " * (INDENT * depth)
+        for item in items:
+            if isinstance(item, Action):
+                lines.append(f"[{item.id}] {pad}- {item.text}")
+            else:
+                lines.append(f"[{item.id}] {pad}" + ("Else:" if item.is_else else f"If {item.text}:"))
+                walk(item.items, depth + 1)
+
+    walk(tree.items, 0)
+    return "\n".join(lines)
+
+
+def _walk_blocks(items: list, path: tuple[Condition, ...]):
+    for item in items:
+        yield item, path
+        if isinstance(item, Condition):
+            yield from _walk_blocks(item.items, (*path, item))
+
+
+def max_depth(tree: InstructionTree) -> int:
+    """Deepest nesting of condition blocks (0 when the section has only top-level actions)."""
+    return max((len(path) + isinstance(item, Condition) for item, path in _walk_blocks(tree.items, ())), default=0)
+
+
+def enclosing_block(tree: InstructionTree, ids: list[str]) -> Condition | None:
+    """The innermost condition block that contains every statement in ``ids``.
+
+    This is TOD-ProcBench's "section, including its closest 'if' condition" (l.147) decided in
+    code: the deepest common ancestor block. None when an id is unknown, when ``ids`` is empty,
+    or when the statements share no enclosing condition (e.g. a top-level action).
+    """
+    paths = {item.id: path for item, path in _walk_blocks(tree.items, ())}
+    if not ids or any(i not in paths for i in ids):
+        return None
+    common: Condition | None = None
+    for blocks in zip(*(paths[i] for i in ids), strict=False):  # shortest path bounds the common prefix
+        if any(b.id != blocks[0].id for b in blocks):
+            break
+        common = blocks[0]
+    return common
+
+
+def subtree_ids(block: Condition) -> set[str]:
+    """The block's own id and the ids of everything inside it."""
+    found = {block.id}
+    for item in block.items:
+        found |= subtree_ids(item) if isinstance(item, Condition) else {item.id}
+    return found
+
+
+def render_block(block: Condition, *, section: str = "do") -> str:
+    """One block as standalone f1; an ``Else`` block is written as ``If NOT (...):`` so it parses alone."""
+    standalone = block.model_copy(update={"is_else": False})
+    return render_f1(InstructionTree(section=section, items=[standalone]))

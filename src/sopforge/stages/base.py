@@ -21,7 +21,7 @@ from sopforge.prompts import RenderedPrompt
 from sopforge.schemas.checks import CheckResult, blocking_failures
 from sopforge.settings import Settings
 
-__all__ = ["StageResult", "ask_until_valid", "with_feedback", "reask_message"]
+__all__ = ["StageResult", "ask_until_valid", "failed_with_answers", "with_feedback", "reask_message"]
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -144,15 +144,20 @@ def ask_until_valid(
     raise _validation_failed(stage, report, raw_texts)
 
 
+def failed_with_answers(message: str, report: list[dict[str, Any]], raw_texts: list[str]) -> ValidationFailed:
+    """A ValidationFailed that carries every raw answer so far (multi-ask stages re-raise with it)."""
+    err = ValidationFailed(message, report=report)
+    # errors.py is a fixed interface; the raw answers ride along as an attribute so callers
+    # (store, CLI) can keep them even when the stage produced no artifact.
+    err.raw_texts = list(raw_texts)  # type: ignore[attr-defined]
+    return err
+
+
 def _validation_failed(stage: str, report: list[dict[str, Any]], raw_texts: list[str]) -> ValidationFailed:
     names = ", ".join(r["name"] for r in report)
     noun = "check" if len(report) == 1 else "checks"
     reasons = "; ".join(one_line(r["message"], 300) for r in report)
     attempts = len(raw_texts)
-    err = ValidationFailed(
+    return failed_with_answers(
         f"{stage}: {noun} {names} failed after {attempts} attempt{'s' if attempts != 1 else ''}: {reasons}",
-        report=report)
-    # errors.py is a fixed interface; the raw answers ride along as an attribute so callers
-    # (store, CLI) can keep them even when the stage produced no artifact.
-    err.raw_texts = raw_texts  # type: ignore[attr-defined]
-    return err
+        report, raw_texts)

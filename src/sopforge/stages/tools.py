@@ -36,7 +36,7 @@ from sopforge.schemas.tools import (
     APIDocs, ToolCode, ToolsArtifact, ToolSpecs, ToolsStepRecord, csv_cell, manager_class_name,
 )
 from sopforge.settings import Settings
-from sopforge.stages.base import StageResult, ask_until_valid
+from sopforge.stages.base import StageResult, ask_until_valid, failed_with_answers
 from sopforge.validation.sandbox import DEFAULT_ALLOWED, SandboxLimits
 from sopforge.validation.tool_checks import (
     TOOL_CHECK_LIMITS, check_api_docs, check_code_static, check_rows_against_specs, check_runtime, check_toolspecs,
@@ -76,12 +76,6 @@ def sample_csv(dataset: Dataset, max_rows: int = SAMPLE_ROWS) -> str:
     writer.writerow(dataset.fields)
     writer.writerows([csv_cell(row.get(f)) for f in dataset.fields] for row in dataset.rows[:max_rows])
     return buffer.getvalue().rstrip("\n")
-
-
-def _fail(message: str, report: list, raw_texts: list[str]) -> ValidationFailed:
-    err = ValidationFailed(message, report=report)
-    err.raw_texts = list(raw_texts)  # type: ignore[attr-defined]  # same convention as stages.base
-    return err
 
 
 def run(inputs: ToolsInputs, *, llm: LLMClient, settings: Settings, model: str, temperature: float,
@@ -130,7 +124,7 @@ def run(inputs: ToolsInputs, *, llm: LLMClient, settings: Settings, model: str, 
                                      model=model, temperature=temperature, feedback=feedback)
         except ValidationFailed as exc:
             raw_texts.extend(getattr(exc, "raw_texts", []))
-            raise _fail(f"tools: {step} step: {str(exc).removeprefix(STAGE + ': ')}", exc.report, raw_texts) from exc
+            raise failed_with_answers(f"tools: {step} step: {str(exc).removeprefix(STAGE + ': ')}", exc.report, raw_texts) from exc
         raw_texts.extend(result.raw_texts)
         steps.append(ToolsStepRecord(step=step, template_id=rendered.template_id, template_hash=rendered.template_hash,
                                      prompt_hash=rendered.prompt_hash, attempts=result.attempts))

@@ -16,6 +16,7 @@ import duckdb
 
 from sopforge.llm.types import LLMCallRecord, sha256_json
 from sopforge.schemas.checks import CheckResult
+from sopforge.schemas.funnel import COUNTS as FUNNEL_COUNTS, FunnelRow
 
 from .records import ArtifactRecord, RunRecord, StageRunRecord, ValidationRecord
 
@@ -227,6 +228,20 @@ def insert_dataset_rows(con: Con, artifact_id: str, rows: list[dict[str, Any]], 
 def dataset_rows(con: Con, artifact_id: str) -> list[dict[str, Any]]:
     found = con.execute("SELECT data FROM dataset_rows WHERE artifact_id = ? ORDER BY ordinal", [artifact_id]).fetchall()
     return [json.loads(d) for (d,) in found]
+
+
+def insert_funnel(con: Con, artifact_id: str, run_id: str, stage: str, rows: list[FunnelRow]) -> None:
+    con.executemany(
+        "INSERT INTO funnel (artifact_id, run_id, stage, ordinal, component, item_type, generated, verified, "
+        "retried, dropped, kept) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [[artifact_id, run_id, stage, i, r.component, r.item_type, *(getattr(r, c) for c in FUNNEL_COUNTS)]
+         for i, r in enumerate(rows)])
+
+
+def funnel_rows(con: Con, artifact_id: str) -> list[FunnelRow]:
+    found = con.execute(f"SELECT component, item_type, {', '.join(FUNNEL_COUNTS)} FROM funnel "
+                        "WHERE artifact_id = ? ORDER BY ordinal", [artifact_id]).fetchall()
+    return [FunnelRow(component=c, item_type=t, **dict(zip(FUNNEL_COUNTS, counts))) for c, t, *counts in found]
 
 
 def insert_validations(con: Con, artifact_id: str, checks: list[CheckResult],

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from sopforge.schemas.checks import CheckResult
+from sopforge.schemas.funnel import FunnelRow
 
 RunStatus = Literal["running", "awaiting_review", "succeeded", "failed", "needs_review", "cancelled"]
 ReviewDecisionName = Literal["approve", "reject", "edit", "needs_review", "refused", "timeout"]
@@ -160,6 +161,8 @@ class ArtifactWrite(BaseModel):
     rows: list[dict[str, Any]] | None = Field(
         None, description="Dataset rows to store in ``dataset_rows`` in the same transaction.")
     row_id_field: str | None = Field(None, description="Field of ``rows`` that identifies a row.")
+    funnel: list[FunnelRow] | None = Field(
+        None, description="Funnel counts of a hardening stage, stored in ``funnel`` in the same transaction.")
     supersede_previous: bool = Field(
         True, description="Mark earlier draft/validated/approved versions of the same (run, stage) 'superseded'.")
 

@@ -13,6 +13,7 @@ from typing import Any
 from sopforge.errors import UserError
 from sopforge.llm.types import LLMCallRecord
 from sopforge.schemas.checks import blocking_failures
+from sopforge.schemas.funnel import FunnelRow
 
 from . import queries as q
 from . import review_queries as rq
@@ -225,6 +226,8 @@ class Store(StoreBase):
         q.insert_validations(con, artifact_id, write.checks, details_json)
         if write.rows is not None:
             q.insert_dataset_rows(con, artifact_id, write.rows, write.row_id_field)
+        if write.funnel:
+            q.insert_funnel(con, artifact_id, write.run_id, write.stage, write.funnel)
         if write.stage_run_id:
             q.finish_stage_run(con, write.stage_run_id, stage_status, artifact_id=artifact_id, error=stage_error)
         return artifact_id
@@ -233,6 +236,11 @@ class Store(StoreBase):
         """Rows stored with a dataset artifact, in order."""
         with self._read() as con:
             return q.dataset_rows(con, artifact_id)
+
+    def funnel_for(self, artifact_id: str) -> list[FunnelRow]:
+        """Funnel rows stored with a hardening artifact, in the order the stage recorded them."""
+        with self._read() as con:
+            return q.funnel_rows(con, artifact_id)
 
     def find_reusable_artifact(self, stage: str, input_key: str) -> ArtifactRecord | None:
         """The validated or approved artifact of ``stage`` built from ``input_key``, from any run
