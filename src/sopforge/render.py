@@ -117,9 +117,48 @@ def package_markdown(content: dict[str, Any]) -> str:
             f"Oracle: {content.get('oracle', {}).get('summary')}\n")
 
 
+FUNNEL_COLUMNS = ["component", "item_type", "generated", "verified", "retried", "dropped", "kept"]
+
+
+def funnel_markdown(content: dict[str, Any]) -> str:
+    """The funnel table and every drop with its reason (distractors and manipulations)."""
+    drops = content.get("drops", [])
+    dropped = (f"\n### Dropped ({len(drops)})\n\n" + markdown_table(drops, ["component", "item_type", "item", "reason"])
+               if drops else "\nNothing dropped.\n")
+    return "## Funnel\n\n" + markdown_table(content.get("funnel", []), FUNNEL_COLUMNS) + dropped
+
+
+def distractors_markdown(content: dict[str, Any]) -> str:
+    tools = [{"tool": t["name"], "kind": t["kind"], "kept": t["kept"], "reason": t.get("reason", ""),
+              "description": t["spec"].get("description", "")} for t in content.get("tools", [])]
+    fields = [{"field": f["name"], "origin": f["origin"], "kept": f["kept"], "reason": f.get("reason", ""),
+               "description": f.get("description", "")} for f in content.get("fields", [])]
+    return ("# Distractors\n\n## Tools\n\n" + markdown_table(tools, ["tool", "kind", "kept", "reason", "description"])
+            + "\n## Data fields\n\n" + markdown_table(fields, ["field", "origin", "kept", "reason", "description"])
+            + "\n" + funnel_markdown(content))
+
+
+def manipulations_markdown(content: dict[str, Any]) -> str:
+    parts = ["# Manipulations\n"]
+    for v in content.get("variants", []):
+        parts.append(f"## SOP variant: {v['variant_type']} ({v['paper']})\n\n{v.get('summary', '')}\n\n"
+                     f"```diff\n{v['diff']}\n```\n")
+    doc = content.get("instructions")
+    if doc:
+        parts.append(f"## Instruction document (f1)\n\n```\n{doc['what_to_do']}\n```\n")
+    pairs = [{"pair": i["pair_id"], "label": i["label"], "type": i.get("manipulation_type") or "",
+              "changed": ", ".join(i.get("changed_ids") or []), "response": i["response"]}
+             for i in content.get("compliance", [])]
+    if pairs:
+        parts.append("## Compliance set\n\n" + markdown_table(pairs, ["pair", "label", "type", "changed", "response"]))
+    parts.append(funnel_markdown(content))
+    return "\n".join(parts)
+
+
 RENDERERS = {"context": context_markdown, "schema": schema_markdown, "sop": sop_markdown,
              "api_graph": api_graph_markdown, "dataset": dataset_markdown, "tools": tools_markdown,
-             "reference": reference_markdown, "package": package_markdown}
+             "reference": reference_markdown, "distractors": distractors_markdown,
+             "manipulations": manipulations_markdown, "package": package_markdown}
 
 
 def artifact_markdown(stage: str, content: dict[str, Any]) -> str:

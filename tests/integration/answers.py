@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
+from sopforge.llm.providers._files import read_response, split_front_matter
+
 RECORDINGS = Path(__file__).resolve().parents[2] / "examples" / "recordings" / "pharmacy_refills"
+# Every LLM call of the example run, each answered once: the recordings are its answers.
+RECORDED_CALLS = len(list(RECORDINGS.glob("*.response.md")))
+# The chain up to the reference stage: one call per stage, two dataset batches, three tools asks.
+CHAIN_CALLS = 10
 THEME = ("Retail pharmacy prescription refill requests: deciding whether a patient's refill can be "
          "dispensed, must be referred to the prescriber, or must be denied")
 
@@ -16,9 +23,26 @@ def recorded_answer(stage: str, item: str = "main") -> str:
     return text
 
 
+# The hardening stages ask many prompts per stage (one per variant type, task, manipulation);
+# their markers come first because their prompts quote earlier artifacts.
+HARDENING_MARKERS = (
+    ("<entails>", "manipulations/entail"),
+    ("<manipulated_instruction>", "manipulations/rewrite"),
+    ("<followed>", "manipulations/dialogue"),
+    ("<verdict>", "manipulations/judge"),
+    ("<edits>", "manipulations/variant"),
+    ("<What_to_do>", "manipulations/instructions"),
+    ("<distractor_toolspecs>", "distractors/tools"),
+    ("<distractor_fields>", "distractors/fields"),
+)
+
+
 def stage_of(prompt: str) -> str:
     """Which stage's template produced ``prompt`` (later prompts quote earlier artifacts, so the
     most specific marker is tested first)."""
+    for marker, stage in HARDENING_MARKERS:
+        if marker in prompt:
+            return stage
     if "<procedure_plan>" in prompt:
         return "reference"
     if "Write the complete module inside <code>" in prompt:
@@ -40,6 +64,41 @@ def stage_of(prompt: str) -> str:
     raise AssertionError(f"cannot tell the stage of prompt: {prompt[:200]!r}")
 
 
+@functools.cache
+def _recorded_by_prompt() -> dict[tuple[str, int], str]:
+    """(first user message, attempt) of every recorded request -> its recorded answer."""
+    answers = {}
+    for request in RECORDINGS.glob("*.request.md"):
+        response = request.with_name(request.name.replace(".request.md", ".response.md"))
+        if response.exists():
+            _, body = split_front_matter(request.read_text(encoding="utf-8"))
+            first = body.split("## user\n", 1)[-1].split("\n## assistant\n", 1)[0].strip()
+            answers[(first, body.count("\n## user\n"))] = read_response(response)[1]
+    return answers
+
+
+def recorded_for_prompt(body: dict) -> str:
+    """The recorded answer to this conversation's prompt and attempt (hardening stages ask one
+    prompt per item, so the stage alone does not say which answer).
+
+    A test that edits an upstream artifact (a reviewer's SOP edit) changes a few lines of every
+    later prompt; the recording whose prompt shares the most lines answers then.
+    """
+    users = [m for m in body["messages"] if m["role"] == "user"]
+    content = users[0]["content"]
+    first = (content if isinstance(content, str) else "".join(part.get("text", "") for part in content)).strip()
+    recorded = _recorded_by_prompt()
+    if (first, len(users)) in recorded:
+        return recorded[(first, len(users))]
+    lines = set(first.splitlines())
+    candidates = [(len(lines & set(prompt.splitlines())) / len(lines | set(prompt.splitlines())), prompt)
+                  for prompt, attempt in recorded if attempt == len(users)]
+    score, closest = max(candidates, default=(0.0, ""))
+    if score < 0.9:
+        raise AssertionError(f"no recorded answer for this prompt (re-record the example): {first[:200]!r}")
+    return recorded[(closest, len(users))]
+
+
 def prompt_text(body: dict, protocol: str) -> str:
     return "\n".join(m["content"] if isinstance(m["content"], str) else str(m["content"]) for m in body["messages"])
 
@@ -57,6 +116,8 @@ def by_stage(overrides: dict[str, str] | None = None):
             return recorded_answer(stage, "batch1" if "None yet: this is the first batch" in prompt else "batch2")
         if stage.startswith("tools/"):
             return recorded_answer("tools", stage.split("/")[1])
+        if "/" in stage:
+            return recorded_for_prompt(body)
         return recorded_answer(stage)
 
     return respond

@@ -9,13 +9,13 @@ import httpx
 import pyarrow.parquet as pq
 import pytest
 
-from answers import THEME, by_stage, recorded_answer
+from answers import CHAIN_CALLS, RECORDED_CALLS, THEME, by_stage, recorded_answer
 from sopforge.llm.testserver import FakeLLMServer, status
 
 pytestmark = pytest.mark.prefect
-STAGES = ["context", "schema", "sop", "api_graph", "dataset", "tools", "reference", "package"]
-# One call per LLM stage, two dataset batches, three tools steps (API docs, toolspecs, code).
-CALLS = 10
+STAGES = ["context", "schema", "sop", "api_graph", "dataset", "tools", "reference", "distractors", "manipulations",
+          "package"]
+CALLS = RECORDED_CALLS
 
 
 def db(cli) -> duckdb.DuckDBPyConnection:
@@ -43,8 +43,14 @@ def test_offline_example_is_stored_visible_in_prefect_and_free_the_second_time(c
                                JOIN artifacts p ON p.id = e.parent ORDER BY 1, 2""").fetchall()
         assert edges == [("api_graph", "context"), ("api_graph", "schema"), ("api_graph", "sop"),
                          ("dataset", "context"), ("dataset", "schema"), ("dataset", "sop"),
-                         ("package", "api_graph"), ("package", "context"), ("package", "reference"),
-                         ("package", "sop"), ("package", "tools"),
+                         ("distractors", "api_graph"), ("distractors", "context"), ("distractors", "dataset"),
+                         ("distractors", "reference"), ("distractors", "schema"), ("distractors", "sop"),
+                         ("distractors", "tools"),
+                         ("manipulations", "context"), ("manipulations", "reference"), ("manipulations", "schema"),
+                         ("manipulations", "sop"), ("manipulations", "tools"),
+                         ("package", "api_graph"), ("package", "context"), ("package", "distractors"),
+                         ("package", "manipulations"), ("package", "reference"), ("package", "sop"),
+                         ("package", "tools"),
                          ("reference", "api_graph"), ("reference", "dataset"), ("reference", "schema"),
                          ("reference", "sop"), ("reference", "tools"),
                          ("schema", "context"), ("sop", "context"), ("sop", "schema"),
@@ -100,9 +106,10 @@ def test_live_provider_through_its_sdk_with_a_rate_limit_retry(cli, provider):
     assert all(r.protocol == provider for r in requests)
     with db(cli) as con:
         rows = con.execute("SELECT stage, provider, model, transport_attempts FROM llm_calls ORDER BY created_at").fetchall()
-    assert rows == [("context", provider, "test-model", 2)] + [
+    assert rows[:CHAIN_CALLS] == [("context", provider, "test-model", 2)] + [
         (stage, provider, "test-model", 1)
         for stage in ("schema", "sop", "api_graph", "dataset", "dataset", "tools", "tools", "tools", "reference")]
+    assert [r[0] for r in rows[CHAIN_CALLS:]] == ["distractors"] * 2 + ["manipulations"] * (CALLS - CHAIN_CALLS - 2)
     stored = (cli.home / "sopforge.duckdb").read_bytes()
     assert secret.encode() not in stored
     assert secret not in result.stdout + result.stderr

@@ -44,7 +44,8 @@ def _pg_bin() -> Path:
 PG_BIN = _pg_bin()
 THEME = "examples/themes/pharmacy_refills.yaml"
 RECORDINGS = ROOT / "examples" / "recordings" / "pharmacy_refills"
-STAGES = {"context", "schema", "sop", "api_graph", "dataset", "tools", "reference", "package"}
+STAGES = {"context", "schema", "sop", "api_graph", "dataset", "tools", "reference", "distractors", "manipulations",
+          "package"}
 TERMINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
 AUTH = f"sopforge:{secrets.token_hex(12)}"
 RUN_TIMEOUT = 240

@@ -11,7 +11,7 @@ import json
 import duckdb
 import pytest
 
-from answers import by_stage, prompt_text, recorded_answer
+from answers import RECORDED_CALLS, by_stage, prompt_text, recorded_answer
 from review_support import FAST_POLL, FEEDBACK, ONLY_SOP_GATE, finish, generate_args, reviews, wait_for_gate
 from sopforge.llm.testserver import FakeLLMServer
 
@@ -98,8 +98,14 @@ def test_auto_gate_stops_on_a_failing_check_and_an_approval_lets_rerun_continue(
     sop = recorded_answer("sop")
     assert "the medication by `drug_name`" in sop
     # The Input section no longer names drug_name: a warning check fails, so the auto gate stops.
-    warned = sop.replace("the medication by `drug_name`", "the medication by its name", 1)
-    with FakeLLMServer(by_stage({"sop": warned})) as server:
+    named, unnamed = "the medication by `drug_name`", "the medication by its name"
+    recorded = by_stage({"sop": sop.replace(named, unnamed, 1)})
+
+    def respond(body: dict, protocol: str) -> str:
+        # Recorded SOP variants quote the SOP they edit; keep them quoting the SOP of this run.
+        return recorded(body, protocol).replace(named, unnamed)
+
+    with FakeLLMServer(respond) as server:
         first = cli(*generate_args(server), env=FAST_POLL)
         assert first.code == 4, first.stderr
         assert first.stderr.startswith("error: sop v1 has 1 failing check(s): sop.inputs_listed (warning)")
@@ -121,8 +127,9 @@ def test_auto_gate_stops_on_a_failing_check_and_an_approval_lets_rerun_continue(
         stages = {s["stage"]: s["status"] for s in rerun["stages"]}
     assert stages["context"] == stages["schema"] == stages["sop"] == "reused"
     assert rerun["status"] == "succeeded"
-    # Only the stages after the gate asked the model: api_graph, 2 dataset batches, 3 tools asks, reference.
-    assert len(server.requests) - sent == 7 == rerun["llm_calls"]
+    # Only the stages after the gate asked the model: api_graph, 2 dataset batches, 3 tools asks, reference,
+    # distractors and manipulations.
+    assert len(server.requests) - sent == RECORDED_CALLS - 3 == rerun["llm_calls"]
 
 
 def test_a_pause_that_times_out_loses_nothing_and_rerun_picks_it_up(cli):
@@ -137,4 +144,4 @@ def test_a_pause_that_times_out_loses_nothing_and_rerun_picks_it_up(cli):
         assert resumed.code == 0, resumed.stderr
         summary = json.loads(resumed.stdout)
     assert {s["stage"]: s["status"] for s in summary["stages"]}["sop"] == "reused"
-    assert summary["status"] == "succeeded" and len(server.requests) - sent == summary["llm_calls"] == 7
+    assert summary["status"] == "succeeded" and len(server.requests) - sent == summary["llm_calls"] == RECORDED_CALLS - 3

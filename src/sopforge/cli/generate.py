@@ -12,7 +12,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from sopforge.cli.output import err, handle_errors, human_int, out, print_json
+from sopforge.cli.output import err, handle_errors, human_int, out, print_funnel, print_json, run_funnel
 from sopforge.errors import NeedsReview, SopforgeError, UserError
 from sopforge.orchestration import executor
 from sopforge.orchestration.flows import load_flow
@@ -79,6 +79,7 @@ def summary_dict(run_id: str, store: Store, progress: _Progress, target: str, se
         "llm_calls": sum(s["llm_calls"] for s in stages), "cache_hits": sum(s["cache_hits"] for s in stages),
         "input_tokens": sum(s["input_tokens"] for s in stages), "output_tokens": sum(s["output_tokens"] for s in stages),
         "database": str(store.path),
+        "funnel": run_funnel(store, run_id),
         "reviews": [{"stage": r.stage, "version": r.artifact_version, "decision": r.decision,
                      "reviewer": r.reviewer, "source": r.source, "comment": r.comment}
                     for r in store.reviews_for_run(run_id)],
@@ -115,6 +116,7 @@ def print_summary(summary: dict[str, Any]) -> None:
             for value, n in counts.items():
                 coverage.add_row(field, value, str(n))
         out.print(coverage)
+    print_funnel(summary.get("funnel") or [])
     if summary.get("reviews"):
         out.print("review gates: " + ", ".join(
             f"{r['stage']} v{r['version']} {r['decision']} ({r['reviewer'] or r['source']})" for r in summary["reviews"]))

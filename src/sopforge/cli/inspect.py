@@ -9,7 +9,7 @@ import typer
 from rich.markdown import Markdown
 from rich.table import Table
 
-from sopforge.cli.output import handle_errors, human_int, out, print_json
+from sopforge.cli.output import handle_errors, human_int, out, print_funnel, print_json, run_funnel
 from sopforge.errors import UserError
 from sopforge.render import artifact_markdown, schema_rows
 from sopforge.settings import Settings, load_settings
@@ -128,6 +128,7 @@ def show(
     out.print(table)
     out.print(f"totals: {summary.llm_calls} LLM calls, {human_int(summary.input_tokens)} tokens in, "
               f"{human_int(summary.output_tokens)} out, est. ${summary.cost_usd:.4f}")
+    print_funnel(run_funnel(store, run_id))
     decisions = store.reviews_for_run(run_id)
     if decisions:
         out.print("review decisions: " + "; ".join(

@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 import typer
 from rich.console import Console
+from rich.table import Table
 
 from sopforge.errors import SopforgeError
 
@@ -44,3 +45,29 @@ def print_json(value: Any) -> None:
 
 def human_int(n: int | float | None) -> str:
     return f"{int(n or 0):,}"
+
+
+HARDENING_STAGES = ("distractors", "manipulations")
+
+
+def run_funnel(store: Any, run_id: str) -> list[dict[str, Any]]:
+    """Funnel rows of the run's distractors and manipulations artifacts (reused ones included)."""
+    rows = []
+    for stage in HARDENING_STAGES:
+        record = store.artifact_for_stage(run_id, stage)
+        if record is not None:
+            rows += [r.model_dump() for r in store.funnel_for(record.id)]
+    return rows
+
+
+def print_funnel(rows: list[dict[str, Any]]) -> None:
+    """The funnel as a table: generated → verified → kept per component and type."""
+    if not rows:
+        return
+    table = Table(title="hardening funnel (every item verified; dropped items are never exported)", title_justify="left")
+    columns = ("component", "item_type", "generated", "verified", "retried", "dropped", "kept")
+    for col in columns:
+        table.add_column(col.replace("item_type", "type"), justify="left" if col in columns[:2] else "right")
+    for r in rows:
+        table.add_row(*(str(r[c]) for c in columns))
+    out.print(table)

@@ -190,6 +190,7 @@ def execute_stage(run_id: str, stage: str, *, settings: Settings, force: bool = 
     record = store.save_artifact(ArtifactWrite(
         run_id=run_id, stage=stage, kind=definition.kind, content=content,
         rows=rows, row_id_field=content.get("id_field") if rows is not None else None,
+        funnel=getattr(result.artifact, "funnel", None),
         template_id=result.template_id, template_hash=result.template_hash, model=model,
         input_key=key, status="validated", parents=[p.id for p in parents.values()],
         checks=result.checks, stage_run_id=stage_run_id,

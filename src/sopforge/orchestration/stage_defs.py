@@ -22,7 +22,11 @@ from sopforge.schemas.data_schema import DataSchema
 from sopforge.schemas.sop import SOPDocument
 from sopforge.stages import api_graph as api_graph_stage
 from sopforge.stages import context as context_stage
+from sopforge.schemas.distractors import DistractorSet
+from sopforge.schemas.manipulations import ManipulationSet
 from sopforge.stages import dataset as dataset_stage
+from sopforge.stages import distractors as distractors_stage
+from sopforge.stages import manipulations as manipulations_stage
 from sopforge.stages import package as package_stage
 from sopforge.stages import reference as reference_stage
 from sopforge.stages import tools as tools_stage
@@ -114,11 +118,34 @@ STAGE_DEFS: dict[str, StageDef] = {
                 rows=up["dataset"].rows),
         ),
         StageDef(
-            name="package", parents=("context", "sop", "api_graph", "tools", "reference"), kind="package",
-            model=PackageManifest, template_ids=(), run=package_stage.run, uses_llm=False,
+            name="distractors", parents=("context", "schema", "sop", "api_graph", "tools", "dataset", "reference"),
+            kind="distractors", model=DistractorSet, template_ids=distractors_stage.TEMPLATE_IDS,
+            run=distractors_stage.run,
+            make_inputs=lambda spec, up, ctx: distractors_stage.DistractorsInputs(
+                theme_slug=spec.slug, context=up["context"], schema=up["schema"], sop=up["sop"],
+                api_graph=up["api_graph"], tools=up["tools"], dataset=up["dataset"], ground_truth=up["reference"],
+                n_tools=spec.hardening.distractor_tools, n_fields=spec.hardening.distractor_fields,
+                seed=spec.hardening.seed),
+            params=lambda spec: spec.hardening.model_dump(
+                include={"distractor_tools", "distractor_fields", "seed"}),
+        ),
+        StageDef(
+            name="manipulations", parents=("context", "schema", "sop", "tools", "reference"), kind="manipulations",
+            model=ManipulationSet, template_ids=manipulations_stage.TEMPLATE_IDS, run=manipulations_stage.run,
+            make_inputs=lambda spec, up, ctx: manipulations_stage.ManipulationsInputs(
+                theme_slug=spec.slug, context=up["context"], schema=up["schema"], sop=up["sop"], tools=up["tools"],
+                ground_truth=up["reference"], hardening=spec.hardening),
+            params=lambda spec: spec.hardening.model_dump(
+                include={"sop_variants", "dialogues", "max_retries", "seed"}),
+        ),
+        StageDef(
+            name="package",
+            parents=("context", "sop", "api_graph", "tools", "reference", "distractors", "manipulations"),
+            kind="package", model=PackageManifest, template_ids=(), run=package_stage.run, uses_llm=False,
             make_inputs=lambda spec, up, ctx: package_stage.PackageInputs(
                 run_id=ctx.run_id, theme=spec.theme, theme_slug=spec.slug, context=up["context"], sop=up["sop"],
                 api_graph=up["api_graph"], tools=up["tools"], ground_truth=up["reference"],
+                distractors=up["distractors"], manipulations=up["manipulations"],
                 exports_dir=ctx.exports_dir, provenance=provenance(ctx.parent_records)),
         ),
     )

@@ -20,7 +20,10 @@ from sopforge.schemas.checks import CheckResult
 from sopforge.schemas.context import BusinessContext
 from sopforge.schemas.data_schema import DataSchema
 from sopforge.schemas.dataset import Dataset
+from sopforge.schemas.distractors import DistractorSet
 from sopforge.schemas.ground_truth import GroundTruth, OracleReport
+from sopforge.schemas.manipulations import ManipulationSet
+from sopforge.schemas.package import PackageManifest
 from sopforge.schemas.sop import SOPDocument
 from sopforge.schemas.tools import ToolsArtifact
 from sopforge.settings import PROJECT_ROOT
@@ -40,6 +43,9 @@ ARTIFACT_MODELS: dict[str, type[BaseModel]] = {
     "ground_truth": GroundTruth,
     "oracle_report": OracleReport,
     "tools": ToolsArtifact,
+    "distractors": DistractorSet,
+    "manipulations": ManipulationSet,
+    "package": PackageManifest,
 }
 
 

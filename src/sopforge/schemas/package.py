@@ -20,3 +20,6 @@ class PackageManifest(BaseModel):
     coverage: dict[str, dict[str, int]] = Field(description="Decision field → outcome → number of tasks.")
     excluded_rows: int = Field(description="Dataset rows without a valid ground truth (reported, not exported).")
     oracle: dict[str, Any] = Field(description="Oracle agent report on the exported folder: ECR, TSR, failures.")
+    tod_jsonl: str | None = Field(None, description="TOD-ProcBench-style JSONL: instruction document and compliance set.")
+    hardening: dict[str, int] = Field(default_factory=dict,
+                                      description="Kept distractor tools and columns, SOP variants, compliance items.")
