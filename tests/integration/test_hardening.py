@@ -97,9 +97,10 @@ def test_bad_distractors_and_manipulations_are_dropped_counted_and_not_exported(
     folder = export / "pharmacy_refills"
     names = [s["toolSpec"]["name"] for s in json.loads((folder / "toolspecs.json").read_text())]
     assert names.count(real_tool) == 1, "the clone of a real tool is never registered as a distractor"
-    metadata = json.loads((folder / "metadata.json").read_text())
-    assert DECIDING_FIELD not in metadata.get("distractor_columns", []) + json.loads(
-        (export / "metadata.json").read_text())["hardening"]["distractor_columns"]
+    recorded = json.loads((folder / "metadata.json").read_text())["distractors"]
+    assert recorded["columns"] and DECIDING_FIELD not in recorded["columns"]
+    assert recorded["tools"] and real_tool not in recorded["tools"]
+    assert json.loads((export / "metadata.json").read_text())["hardening"]["distractor_columns"] == recorded["columns"]
     assert not (folder / "sop_variants").exists()
     records = [json.loads(line) for line in (export / "tod_procbench.jsonl").read_text().splitlines()]
     assert [r["record_type"] for r in records] == ["instruction_document"]

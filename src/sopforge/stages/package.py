@@ -94,7 +94,10 @@ def run(inputs: PackageInputs, **_: object) -> StageResult[PackageManifest]:
         rows=rows, input_columns=input_columns, intermediate_columns=gt.intermediate_columns,
         output_columns=gt.output_columns, reference_source=gt.procedure.source, api_graph=inputs.api_graph,
         extra_metadata={"sopforge_run_id": inputs.run_id, "theme": inputs.theme,
-                        "provenance": [a.model_dump(mode="json") for a in inputs.provenance]},
+                        "provenance": [a.model_dump(mode="json") for a in inputs.provenance],
+                        # SOP-Bench keeps no record of which tools and columns are distractors; ours does.
+                        "distractors": {"tools": [t.name for t in distractors.kept_tools()],
+                                        "columns": distractors.distractor_columns()}},
         overwrite=True)
     registry = write_registry_variants(folder, base_specs, distractors)
     variants = write_sop_variants(folder, inputs.manipulations)
