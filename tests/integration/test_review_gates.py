@@ -144,4 +144,5 @@ def test_a_pause_that_times_out_loses_nothing_and_rerun_picks_it_up(cli):
         assert resumed.code == 0, resumed.stderr
         summary = json.loads(resumed.stdout)
     assert {s["stage"]: s["status"] for s in summary["stages"]}["sop"] == "reused"
-    assert summary["status"] == "succeeded" and len(server.requests) - sent == summary["llm_calls"] == RECORDED_CALLS - 3
+    assert summary["status"] == "succeeded"
+    assert len(server.requests) - sent == summary["llm_calls"] == RECORDED_CALLS - 3

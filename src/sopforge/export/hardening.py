@@ -18,9 +18,11 @@ compliant/violating set; docs/hardening/compliance.md).
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from sopforge.schemas.compliance import document_id
 from sopforge.schemas.distractors import DistractorSet
 from sopforge.schemas.manipulations import ManipulationSet
 
@@ -64,8 +66,7 @@ def write_tod_jsonl(path: Path, benchmark: str, manipulations: ManipulationSet, 
     """The instruction document and every compliance item, one JSON object per line (temp file, then rename)."""
     records = []
     if manipulations.instructions is not None:
-        document_id = manipulations.compliance[0].document_id if manipulations.compliance else f"{benchmark}/instructions"
-        records.append(manipulations.instructions.to_record(document_id))
+        records.append(manipulations.instructions.to_record(document_id(benchmark)))
     records += [item.to_record() for item in manipulations.compliance]
     tmp = path.with_suffix(".tmp")
     tmp.write_text("".join(json.dumps({"benchmark": benchmark, "run_id": run_id, **r}, ensure_ascii=False) + "\n"
@@ -78,6 +79,7 @@ def hardening_metadata(distractors: DistractorSet, manipulations: ManipulationSe
                        registry: dict[str, str], variants: list[dict[str, Any]]) -> dict[str, Any]:
     """What metadata.json says about distractors and manipulations (SOP-Bench item 12: recorded in metadata)."""
     labels = [item.label for item in manipulations.compliance]
+    violating = [item.manipulation_type for item in manipulations.compliance if item.label == "violating"]
     return {
         "distractor_tools": [{"name": t.name, "kind": t.kind} for t in distractors.kept_tools()],
         "distractor_columns": distractors.distractor_columns(),
@@ -85,10 +87,7 @@ def hardening_metadata(distractors: DistractorSet, manipulations: ManipulationSe
         "sop_variants": variants,
         "compliance": {"items": len(labels), "compliant": labels.count("compliant"),
                        "violating": labels.count("violating"),
-                       "by_type": {k: sum(1 for i in manipulations.compliance
-                                          if i.label == "violating" and i.manipulation_type == k)
-                                   for k in dict.fromkeys(i.manipulation_type for i in manipulations.compliance
-                                                          if i.label == "violating")}},
+                       "by_type": dict(Counter(violating))},
         "funnel": [r.model_dump() for r in distractors.funnel + manipulations.funnel],
         "drops": [d.model_dump() for d in distractors.drops + manipulations.drops],
     }

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 from sopforge.parsing import ParseError, strip_code_fence
 from sopforge.schemas.instructions import InstructionTree, flatten, parse_f1, render_f2
 
-__all__ = ["InstructionDocument", "Turn", "Dialogue", "ComplianceItem", "extract_tag_ci",
+__all__ = ["InstructionDocument", "Turn", "Dialogue", "ComplianceItem", "document_id", "extract_tag_ci",
            "parse_instruction_document", "parse_dialogue", "parse_rewrite", "parse_entailment", "Label"]
 
 Label = Literal["compliant", "violating"]
@@ -48,6 +48,11 @@ def extract_tag_ci(text: str, tag: str, *, dedent: bool = False) -> str:
         body = re.sub(r"^\s*```[\w+-]*[ \t]*\n|\n?```\s*$", "", blocks[-1].strip("\n"))
         return textwrap.dedent(body).strip("\n").rstrip()
     return strip_code_fence(blocks[-1])
+
+
+def document_id(theme_slug: str) -> str:
+    """Id of a domain's instruction document, as compliance items and the JSONL export name it."""
+    return f"{theme_slug}/instructions"
 
 
 class InstructionDocument(BaseModel):

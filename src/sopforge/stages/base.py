@@ -21,7 +21,8 @@ from sopforge.prompts import RenderedPrompt
 from sopforge.schemas.checks import CheckResult, blocking_failures
 from sopforge.settings import Settings
 
-__all__ = ["StageResult", "ask_until_valid", "failed_with_answers", "with_feedback", "reask_message"]
+__all__ = ["StageResult", "ask_keeping_answers", "ask_until_valid", "failed_with_answers", "with_feedback",
+           "reask_message"]
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -142,6 +143,31 @@ def ask_until_valid(
             messages += [Message(role="assistant", content=raw),
                          Message(role="user", content=reask_message([f"{r['name']}: {r['message']}" for r in report]))]
     raise _validation_failed(stage, report, raw_texts)
+
+
+def ask_keeping_answers(raw_texts: list[str], llm: LLMClient, rendered: RenderedPrompt, *, step: str | None = None,
+                        **kwargs: Any) -> StageResult:
+    """:func:`ask_until_valid` for stages that ask several times: every raw answer, accepted or
+    not, is appended to ``raw_texts``, so the stage can keep all of them whatever happens next.
+
+    Args:
+        raw_texts: The stage's list of raw answers so far (extended in place).
+        llm, rendered: As for :func:`ask_until_valid`.
+        step: When given, a failure is re-raised as ``"<stage>: <step> step: …"`` carrying all of
+            ``raw_texts``; otherwise the ValidationFailed passes through unchanged.
+        **kwargs: The keyword arguments of :func:`ask_until_valid` (``stage`` included).
+    """
+    try:
+        result = ask_until_valid(llm, rendered, **kwargs)
+    except ValidationFailed as exc:
+        raw_texts.extend(getattr(exc, "raw_texts", []))
+        if step is None:
+            raise
+        stage = kwargs["stage"]
+        raise failed_with_answers(f"{stage}: {step} step: {str(exc).removeprefix(stage + ': ')}", exc.report,
+                                  raw_texts) from exc
+    raw_texts.extend(result.raw_texts)
+    return result
 
 
 def failed_with_answers(message: str, report: list[dict[str, Any]], raw_texts: list[str]) -> ValidationFailed:

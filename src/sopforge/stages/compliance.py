@@ -33,8 +33,8 @@ from sopforge.llm.types import LLMClient
 from sopforge.prompts import PromptRegistry, default_registry
 from sopforge.schemas.checks import CheckResult, check
 from sopforge.schemas.compliance import (
-    ComplianceItem, Dialogue, InstructionDocument, parse_dialogue, parse_entailment, parse_instruction_document,
-    parse_rewrite,
+    ComplianceItem, Dialogue, InstructionDocument, document_id, parse_dialogue, parse_entailment,
+    parse_instruction_document, parse_rewrite,
 )
 from sopforge.schemas.context import BusinessContext
 from sopforge.schemas.data_schema import DataSchema
@@ -46,7 +46,7 @@ from sopforge.schemas.instructions import (
 )
 from sopforge.schemas.sop import SOPDocument
 from sopforge.settings import Settings
-from sopforge.stages.base import ask_until_valid
+from sopforge.stages.base import ask_keeping_answers
 from sopforge.validation.compliance_checks import (
     balance_check, check_dialogue, check_instruction_document, length_parity_check, manipulation_problem,
     style_problems,
@@ -187,15 +187,9 @@ class _Asker:
 
     def ask(self, template_id: str, key: str, parse_and_check, **params: Any):
         rendered = self.registry.render(template_id, **params)
-        try:
-            result = ask_until_valid(self.llm, rendered, parse_and_check=parse_and_check, stage=STAGE,
-                                     call_key_prefix=key, settings=self.settings, model=self.model,
-                                     temperature=self.temperature, feedback=self.feedback)
-        except ValidationFailed as exc:
-            self.raw_texts += getattr(exc, "raw_texts", [])
-            raise
-        self.raw_texts += result.raw_texts
-        return result
+        return ask_keeping_answers(self.raw_texts, self.llm, rendered, parse_and_check=parse_and_check, stage=STAGE,
+                                   call_key_prefix=key, settings=self.settings, model=self.model,
+                                   temperature=self.temperature, feedback=self.feedback)
 
 
 def make_compliance(inputs: ComplianceInputs, *, llm: LLMClient, settings: Settings, model: str,
@@ -340,7 +334,7 @@ def _twins(inputs: ComplianceInputs, document: InstructionDocument, dialogue: Di
            manipulation, manipulated_section: str, rewrite: str, cycle: int, funnel: Funnel) -> list[ComplianceItem]:
     pair_id = f"{dialogue.task_id}:{kind}"
     funnel.item("compliance_pair", kind, pair_id, verified=True, kept=True, retried=cycle > 1)
-    shared = dict(pair_id=pair_id, task_id=dialogue.task_id, document_id=f"{inputs.theme_slug}/instructions",
+    shared = dict(pair_id=pair_id, task_id=dialogue.task_id, document_id=document_id(inputs.theme_slug),
                   section_id=dialogue.section_id, prefix=dialogue.prefix, policy=dialogue.section_f1,
                   manipulation_type=kind, changed_ids=[manipulation.target_id],
                   manipulated_policy=manipulated_section, manipulated_document=render_f1(manipulation.tree),

@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import AliasChoices, BaseModel, Field
 
-from sopforge.errors import UserError, ValidationFailed
+from sopforge.errors import UserError
 from sopforge.llm.types import LLMClient
 from sopforge.prompts import PromptRegistry, RenderedPrompt, default_registry
 from sopforge.schemas.api_graph import APIGraph
@@ -42,7 +42,7 @@ from sopforge.schemas.ground_truth import GroundTruth
 from sopforge.schemas.sop import SOPDocument
 from sopforge.schemas.tools import ToolsArtifact
 from sopforge.settings import Settings
-from sopforge.stages.base import StageResult, ask_until_valid, failed_with_answers
+from sopforge.stages.base import StageResult, ask_keeping_answers
 from sopforge.stages.tools import SAMPLE_ROWS, allowed_imports_text, sample_csv
 from sopforge.validation.distractor_fields import verify_field_candidates
 from sopforge.validation.distractor_tools import baseline_problem, verify_distractor_tools
@@ -130,15 +130,9 @@ def run(inputs: DistractorsInputs, *, llm: LLMClient, settings: Settings, model:
     funnel = Funnel()
 
     def ask(step: str, rendered: RenderedPrompt, parse_and_check) -> StageResult:
-        try:
-            result = ask_until_valid(llm, rendered, parse_and_check=parse_and_check, stage=STAGE,
-                                     call_key_prefix=f"{inputs.theme_slug}/{STAGE}/{step}", settings=settings,
-                                     model=model, temperature=temperature, feedback=feedback)
-        except ValidationFailed as exc:
-            raw_texts.extend(getattr(exc, "raw_texts", []))
-            raise failed_with_answers(f"distractors: {step} step: {str(exc).removeprefix(STAGE + ': ')}", exc.report,
-                        raw_texts) from exc
-        raw_texts.extend(result.raw_texts)
+        result = ask_keeping_answers(raw_texts, llm, rendered, step=step, parse_and_check=parse_and_check,
+                                     stage=STAGE, call_key_prefix=f"{inputs.theme_slug}/{STAGE}/{step}",
+                                     settings=settings, model=model, temperature=temperature, feedback=feedback)
         results.append((rendered, result))
         return result
 

@@ -51,7 +51,8 @@ class ManipulationsInputs(BaseModel):
 
 
 def run(inputs: ManipulationsInputs, *, llm: LLMClient, settings: Settings, model: str, temperature: float,
-        feedback: str | None = None, registry: PromptRegistry | None = None, **_: object) -> StageResult[ManipulationSet]:
+        feedback: str | None = None, registry: PromptRegistry | None = None,
+        **_: object) -> StageResult[ManipulationSet]:
     """Generate and verify the SOP variants and the compliance set.
 
     Returns:

@@ -48,7 +48,7 @@ from sopforge.schemas.sop_variants import (
     unified_diff,
 )
 from sopforge.settings import Settings
-from sopforge.stages.base import ask_until_valid
+from sopforge.stages.base import ask_keeping_answers
 from sopforge.theme import SOP_BENCH_VARIANTS, TELLER_VARIANTS, known_variant_types
 from sopforge.validation.sop_variant_checks import check_variant, numbers_in, threshold_stated_in
 
@@ -180,10 +180,6 @@ class _Outcome:
     raw_texts: list[str]
 
 
-def _raw_of(exc: ValidationFailed) -> list[str]:
-    return list(getattr(exc, "raw_texts", []))
-
-
 def _make_one(inputs: VariantInputs, variant_type: str, *, llm: LLMClient, settings: Settings, model: str,
               temperature: float, judge_temperature: float, registry: PromptRegistry,
               feedback: str | None) -> _Outcome:
@@ -200,14 +196,12 @@ def _make_one(inputs: VariantInputs, variant_type: str, *, llm: LLMClient, setti
 
     for cycle in range(1, cycles + 1):
         try:
-            generated = ask_until_valid(
-                llm, _with_cycle_feedback(rendered, reasons), parse_and_check=parse_candidate, stage=STAGE,
+            generated = ask_keeping_answers(
+                raw_texts, llm, _with_cycle_feedback(rendered, reasons), parse_and_check=parse_candidate, stage=STAGE,
                 call_key_prefix=f"{slug}/{STAGE}/variant_{variant_type}_c{cycle}", settings=settings,
                 model=model, temperature=temperature, feedback=feedback)
         except ValidationFailed as exc:
-            raw_texts += _raw_of(exc)
             return _Outcome(None, cycle, f"generator reply unparsable: {one_line(str(exc), 200)}", raw_texts)
-        raw_texts += generated.raw_texts
         candidate: _Candidate = generated.artifact  # type: ignore[assignment]
 
         checks = check_variant(variant_type, base, candidate.text, schema=inputs.data_schema,
@@ -225,14 +219,12 @@ def _make_one(inputs: VariantInputs, variant_type: str, *, llm: LLMClient, setti
             decisions=_decision_lines(inputs), intermediate_fields=_intermediate_lines(inputs),
             thresholds=_threshold_lines(inputs, mark_context=False))
         try:
-            judged = ask_until_valid(
-                llm, judge_prompt, parse_and_check=lambda raw: (parse_verdict(raw), []), stage=STAGE,
+            judged = ask_keeping_answers(
+                raw_texts, llm, judge_prompt, parse_and_check=lambda raw: (parse_verdict(raw), []), stage=STAGE,
                 call_key_prefix=f"{slug}/{STAGE}/judge_{variant_type}_c{cycle}", settings=settings,
                 model=model, temperature=judge_temperature)
-        except ValidationFailed as exc:
-            raw_texts += _raw_of(exc)
+        except ValidationFailed:
             return _Outcome(None, cycle, "judge reply unparsable", raw_texts)
-        raw_texts += judged.raw_texts
         verdict: JudgeVerdict = judged.artifact  # type: ignore[assignment]
         if not verdict.keeps_ground_truth:
             lost = ", ".join(verdict.undeterminable) or "none listed"

@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 from pydantic import AliasChoices, BaseModel, Field
 
-from sopforge.errors import UserError, ValidationFailed
+from sopforge.errors import UserError
 from sopforge.llm.types import LLMClient
 from sopforge.prompts import PromptRegistry, RenderedPrompt, default_registry
 from sopforge.schemas.api_graph import APIGraph
@@ -36,7 +36,7 @@ from sopforge.schemas.tools import (
     APIDocs, ToolCode, ToolsArtifact, ToolSpecs, ToolsStepRecord, csv_cell, manager_class_name,
 )
 from sopforge.settings import Settings
-from sopforge.stages.base import StageResult, ask_until_valid, failed_with_answers
+from sopforge.stages.base import StageResult, ask_keeping_answers
 from sopforge.validation.sandbox import DEFAULT_ALLOWED, SandboxLimits
 from sopforge.validation.tool_checks import (
     TOOL_CHECK_LIMITS, check_api_docs, check_code_static, check_rows_against_specs, check_runtime, check_toolspecs,
@@ -118,14 +118,9 @@ def run(inputs: ToolsInputs, *, llm: LLMClient, settings: Settings, model: str, 
     results: list[StageResult] = []
 
     def ask(step: str, rendered: RenderedPrompt, parse_and_check: Callable) -> StageResult:
-        try:
-            result = ask_until_valid(llm, rendered, parse_and_check=parse_and_check, stage=STAGE,
-                                     call_key_prefix=f"{inputs.theme_slug}/{STAGE}/{step}", settings=settings,
-                                     model=model, temperature=temperature, feedback=feedback)
-        except ValidationFailed as exc:
-            raw_texts.extend(getattr(exc, "raw_texts", []))
-            raise failed_with_answers(f"tools: {step} step: {str(exc).removeprefix(STAGE + ': ')}", exc.report, raw_texts) from exc
-        raw_texts.extend(result.raw_texts)
+        result = ask_keeping_answers(raw_texts, llm, rendered, step=step, parse_and_check=parse_and_check,
+                                     stage=STAGE, call_key_prefix=f"{inputs.theme_slug}/{STAGE}/{step}",
+                                     settings=settings, model=model, temperature=temperature, feedback=feedback)
         steps.append(ToolsStepRecord(step=step, template_id=rendered.template_id, template_hash=rendered.template_hash,
                                      prompt_hash=rendered.prompt_hash, attempts=result.attempts))
         results.append(result)
