@@ -1,6 +1,6 @@
 """§9 item 6 and the sandbox policy: what ``tools.py`` is, judged from its source alone.
 
-The AST policy (``sopforge.validation.sandbox.check_code``) runs first; code that fails it is
+The AST policy (``sopforge.sandbox.check_code``) runs first; code that fails it is
 reported and never executed. The Manager rules mirror the harness's loader: the
 alphabetically first public module-level name ending in ``Manager`` is instantiated with no
 arguments, and tool calls go to ``process_tool_call(name, input)`` or, without it, to the
@@ -16,7 +16,7 @@ from pathlib import Path
 from sopforge.audit.checks_data import shown
 from sopforge.audit.loader import REFERENCE_FILE, FolderContents
 from sopforge.schemas.checks import CheckResult, check
-from sopforge.validation.sandbox import DEFAULT_ALLOWED, check_code
+from sopforge.sandbox import DEFAULT_ALLOWED, check_code
 
 __all__ = ["CodeFacts", "analyze_tools", "check_policy", "check_tools_code"]
 

@@ -23,7 +23,7 @@ from sopforge.audit.checks_specs import OracleTool
 from sopforge.audit.loader import FolderContents
 from sopforge.audit.values import cell_matches
 from sopforge.schemas.checks import CheckResult, check
-from sopforge.validation.sandbox import CallOutcome, SandboxResult
+from sopforge.sandbox import CallOutcome, SandboxResult
 
 __all__ = ["PROBE_TOOL", "check_determinism", "check_oracle", "check_reference", "process_failure",
            "reference_calls"]

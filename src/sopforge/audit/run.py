@@ -25,7 +25,7 @@ from sopforge.audit.loader import REFERENCE_FILE, FolderContents, load_folder
 from sopforge.audit.report import AuditReport, SkippedCheck
 from sopforge.errors import UserError
 from sopforge.schemas.checks import CheckResult
-from sopforge.validation.sandbox import SandboxLimits, check_code, run_in_sandbox
+from sopforge.sandbox import SandboxLimits, check_code, run_in_sandbox
 
 __all__ = ["audit_folder"]
 

@@ -47,7 +47,7 @@ from sopforge.stages.tools import SAMPLE_ROWS, allowed_imports_text, sample_csv
 from sopforge.validation.distractor_fields import verify_field_candidates
 from sopforge.validation.distractor_tools import baseline_problem, verify_distractor_tools
 from sopforge.validation.ground_truth import write_bundle
-from sopforge.validation.sandbox import SandboxLimits
+from sopforge.sandbox import SandboxLimits
 from sopforge.validation.tool_checks import TOOL_CHECK_LIMITS
 
 __all__ = ["STAGE", "TEMPLATE_IDS", "DistractorsInputs", "run"]

@@ -29,7 +29,7 @@ from sopforge.schemas.sop import SOPDocument
 from sopforge.settings import Settings
 from sopforge.stages.base import StageResult, ask_until_valid
 from sopforge.validation.ground_truth import MAX_EXCLUDED_SHARE, compute_ground_truth, input_columns, write_bundle
-from sopforge.validation.sandbox import SandboxLimits
+from sopforge.sandbox import SandboxLimits
 
 __all__ = ["STAGE", "TEMPLATE_ID", "ToolSources", "ReferenceInputs", "render_input_columns",
            "render_decision_fields", "run"]

@@ -37,7 +37,7 @@ from sopforge.schemas.tools import (
 )
 from sopforge.settings import Settings
 from sopforge.stages.base import StageResult, ask_keeping_answers
-from sopforge.validation.sandbox import DEFAULT_ALLOWED, SandboxLimits
+from sopforge.sandbox import DEFAULT_ALLOWED, SandboxLimits
 from sopforge.validation.tool_checks import (
     TOOL_CHECK_LIMITS, check_api_docs, check_code_static, check_rows_against_specs, check_runtime, check_toolspecs,
 )

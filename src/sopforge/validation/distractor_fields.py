@@ -32,7 +32,7 @@ from sopforge.validation.ground_truth import compute_ground_truth
 from sopforge.validation.ground_truth_bundle import (
     CSV_FILE, PROCEDURE_FILE, TOOLS_FILE, TOOLSPECS_FILE, input_columns, write_rows_csv,
 )
-from sopforge.validation.sandbox import SandboxLimits
+from sopforge.sandbox import SandboxLimits
 
 __all__ = ["FIELD_TYPES", "FieldVerdict", "extended_schema", "verify_distractor_fields", "verify_field_candidates"]
 

@@ -42,7 +42,7 @@ from sopforge.schemas.tools import ToolsArtifact
 from sopforge.validation.ground_truth import compute_ground_truth, write_bundle
 from sopforge.validation.ground_truth_bundle import CSV_FILE, TOOLS_FILE, TOOLSPECS_FILE
 from sopforge.validation.oracle import METADATA_FILE, oracle_check
-from sopforge.validation.sandbox import SandboxLimits, check_code, run_in_sandbox
+from sopforge.sandbox import SandboxLimits, check_code, run_in_sandbox
 from sopforge.validation.tool_common import _schema_problem, typed_row
 
 __all__ = ["PROBE_ROWS", "RegistryCheck", "baseline_problem", "check_distractor_code", "probe_arguments", "verify_distractor_tools"]

@@ -35,7 +35,7 @@ from sopforge.validation.ground_truth_checks import (
     _call_checks, _coverage, _coverage_checks, _determinism_check, _procedure_checks, _row_checks, _validate,
 )
 from sopforge.validation.ground_truth_harness import HARNESS_FILE, _execute, _row_runs
-from sopforge.validation.sandbox import SandboxLimits
+from sopforge.sandbox import SandboxLimits
 
 # Re-exported from the modules split off this one, so imports from ground_truth keep working.
 from sopforge.validation.ground_truth_bundle import (  # noqa: F401

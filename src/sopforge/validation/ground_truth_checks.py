@@ -19,7 +19,7 @@ from sopforge.schemas.data_schema import DataSchema, FieldSpec
 from sopforge.schemas.ground_truth import ExcludedKind, ExcludedRow, GroundTruth, Task
 from sopforge.validation.ground_truth_bundle import PROCEDURE_FILE, PROCEDURE_FUNCTION, TOOLSPECS_FILE
 from sopforge.validation.ground_truth_harness import HARNESS_FILE, _row_runs, _RowRun
-from sopforge.validation.sandbox import DEFAULT_ALLOWED, SandboxResult, check_code
+from sopforge.sandbox import DEFAULT_ALLOWED, SandboxResult, check_code
 
 __all__ = ["MAX_QUOTED", "json_equal"]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sopforge.validation.ground_truth_bundle import TOOLS_FILE
-from sopforge.validation.sandbox import SandboxLimits, SandboxResult, run_in_sandbox
+from sopforge.sandbox import SandboxLimits, SandboxResult, run_in_sandbox
 
 __all__ = ["HARNESS_FILE", "HARNESS_SOURCE"]
 

@@ -30,7 +30,7 @@ from typing import Any
 from sopforge.errors import UserError
 from sopforge.schemas.ground_truth import OracleFailure, OracleReport, Task, csv_cell
 from sopforge.validation.ground_truth import CSV_FILE, TOOLS_FILE, TOOLSPECS_FILE, json_equal, load_toolspecs
-from sopforge.validation.sandbox import SandboxLimits, run_in_sandbox
+from sopforge.sandbox import SandboxLimits, run_in_sandbox
 
 __all__ = ["METADATA_FILE", "TASKS_FILE", "harness_match", "normalize_answer", "oracle_check", "read_tasks_jsonl",
            "strict_match", "write_tasks_jsonl"]

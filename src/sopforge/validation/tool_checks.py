@@ -26,7 +26,7 @@ from sopforge.schemas.checks import CheckResult
 from sopforge.schemas.data_schema import DataSchema
 from sopforge.schemas.dataset import Dataset, row_label
 from sopforge.schemas.tools import APIDocs, ToolCode, ToolSpecs
-from sopforge.validation.sandbox import check_code
+from sopforge.sandbox import check_code
 from sopforge.validation.tool_common import (
     CSV_FILE, _few, _Findings, _result, _schema_problem, _set_diff, _valid_schemas, _validator, typed_row,
 )

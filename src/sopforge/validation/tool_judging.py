@@ -14,7 +14,7 @@ from sopforge.schemas.api_graph import APIGraph
 from sopforge.schemas.checks import CheckResult
 from sopforge.schemas.data_schema import DataSchema
 from sopforge.schemas.tools import ToolSpecs
-from sopforge.validation.sandbox import CallOutcome
+from sopforge.sandbox import CallOutcome
 from sopforge.validation.tool_common import _few, _Findings, _result, _short, _valid_schemas, _validator
 
 __all__ = ["ARGUMENT_CHECK_CALLS"]

@@ -34,7 +34,7 @@ from sopforge.schemas.checks import CheckResult, check
 from sopforge.schemas.data_schema import DataSchema
 from sopforge.schemas.dataset import Dataset, row_label
 from sopforge.schemas.tools import ToolCode, ToolSpecs, csv_cell
-from sopforge.validation.sandbox import CallOutcome, SandboxLimits, SandboxResult, run_in_sandbox
+from sopforge.sandbox import CallOutcome, SandboxLimits, SandboxResult, run_in_sandbox
 from sopforge.validation.tool_common import CSV_FILE, _few, _Findings, _result, _short, typed_row
 from sopforge.validation.tool_judging import _judge_probes, _judge_rows
 

@@ -17,7 +17,7 @@ from sopforge.schemas.ground_truth import ReferenceProcedure
 from sopforge.schemas.tools import APIDocs, ToolCode, ToolsArtifact, ToolSpecs
 from sopforge.stages import distractors as stage
 from sopforge.validation.ground_truth import compute_ground_truth, write_bundle, write_rows_csv
-from sopforge.validation.sandbox import SandboxLimits, run_in_sandbox
+from sopforge.sandbox import SandboxLimits, run_in_sandbox
 from sopforge.validation.tool_checks import check_code_static
 
 ANSWERS = Path(__file__).resolve().parents[2] / "fixtures" / "answers"

@@ -22,7 +22,7 @@ from sopforge.schemas.ground_truth import GroundTruth
 from sopforge.validation.ground_truth import (
     CSV_FILE, PROCEDURE_FILE, TOOLSPECS_FILE, compute_ground_truth, input_columns, write_rows_csv,
 )
-from sopforge.validation.sandbox import SandboxLimits
+from sopforge.sandbox import SandboxLimits
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 BUNDLE = FIXTURES / "bundle" / "pharmacy"

@@ -14,7 +14,7 @@ from sopforge.schemas.api_graph import APIGraph
 from sopforge.schemas.dataset import DatasetBatch
 from sopforge.schemas.ground_truth import GroundTruth, ReferenceProcedure
 from sopforge.stages import reference as reference_stage
-from sopforge.validation.sandbox import SandboxLimits
+from sopforge.sandbox import SandboxLimits
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 BUNDLE = FIXTURES / "bundle" / "pharmacy"

@@ -11,7 +11,7 @@ import pytest
 from sopforge.schemas.api_graph import APIGraph
 from sopforge.schemas.dataset import Dataset, DatasetBatch, find_id_field
 from sopforge.schemas.tools import APIDocs, ToolCode, ToolSpecs, parse_cell
-from sopforge.validation.sandbox import SandboxLimits
+from sopforge.sandbox import SandboxLimits
 from sopforge.validation.tool_checks import (
     CSV_FILE, argument_sources, check_api_docs, check_code_static, check_rows_against_specs, check_runtime,
     check_toolspecs, typed_row, write_bundle,

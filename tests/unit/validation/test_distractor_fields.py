@@ -12,7 +12,7 @@ from sopforge.schemas.data_schema import DataSchema
 from sopforge.schemas.dataset import DatasetBatch
 from sopforge.validation.distractor_fields import verify_distractor_fields
 from sopforge.validation.ground_truth import compute_ground_truth
-from sopforge.validation.sandbox import SandboxLimits
+from sopforge.sandbox import SandboxLimits
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 BUNDLE = FIXTURES / "bundle" / "pharmacy"

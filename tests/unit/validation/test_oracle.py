@@ -23,7 +23,7 @@ from sopforge.validation.ground_truth import CSV_FILE, compute_ground_truth
 from sopforge.validation.oracle import (
     METADATA_FILE, TASKS_FILE, harness_match, oracle_check, read_tasks_jsonl, strict_match, write_tasks_jsonl,
 )
-from sopforge.validation.sandbox import SandboxLimits
+from sopforge.sandbox import SandboxLimits
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 BUNDLE = FIXTURES / "bundle" / "pharmacy"

@@ -33,9 +33,9 @@ from typing import Any
 
 from sopforge.errors import UserError
 from sopforge.schemas.checks import CheckResult
-from sopforge.validation.sandbox.models import SandboxLimits, SandboxResult
-from sopforge.validation.sandbox.outcome import ChildReport, classify
-from sopforge.validation.sandbox.policy import DEFAULT_ALLOWED, check_code, imported_modules
+from sopforge.sandbox.models import SandboxLimits, SandboxResult
+from sopforge.sandbox.outcome import ChildReport, classify
+from sopforge.sandbox.policy import DEFAULT_ALLOWED, check_code, imported_modules
 
 __all__ = ["CHILD_SCRIPT", "network_namespace_prefix", "run_in_sandbox"]
 

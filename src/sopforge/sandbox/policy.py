@@ -22,8 +22,8 @@ import re
 from dataclasses import asdict, dataclass
 
 from sopforge.schemas.checks import CheckResult, check
-from sopforge.validation.sandbox.anchors import PathAnchors, bound_names, collect_aliases, fold_str, qualify
-from sopforge.validation.sandbox.rules import (
+from sopforge.sandbox.anchors import PathAnchors, bound_names, collect_aliases, fold_str, qualify
+from sopforge.sandbox.rules import (
     CLOCK_ATTRS, CLOCK_PARSERS, DANGEROUS_DUNDER_STRINGS, DEFAULT_ALLOWED, DENIED_MODULES,
     DUNDER_ALLOWED, FORBIDDEN_BUILTINS, KINDS, NUMPY_IO, OS_ALLOWED_ATTRS, OS_PATH_DENIED,
     PANDAS_PATH_KWARGS, PANDAS_READERS, PANDAS_WRITERS, REASONS, os_attribute_kind,

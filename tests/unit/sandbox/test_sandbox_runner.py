@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from sopforge.errors import UserError
-from sopforge.validation.sandbox import SandboxLimits, network_namespace_prefix, run_in_sandbox
+from sopforge.sandbox import SandboxLimits, network_namespace_prefix, run_in_sandbox
 
 CSV = """\
 application_id,applicant_name,requested_amount,credit_score,dti_ratio,final_decision

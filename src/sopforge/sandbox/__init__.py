@@ -5,11 +5,11 @@ from a benchmark folder in a separate, resource-limited interpreter (audit hook,
 network namespace when available) and returns per-call outcomes as a ``SandboxResult``.
 """
 
-from sopforge.validation.sandbox.models import (
+from sopforge.sandbox.models import (
     CallError, CallOutcome, SandboxLimits, SandboxResult, ToolCallRecord,
 )
-from sopforge.validation.sandbox.policy import DEFAULT_ALLOWED, check_code, imported_modules
-from sopforge.validation.sandbox.runner import network_namespace_prefix, run_in_sandbox
+from sopforge.sandbox.policy import DEFAULT_ALLOWED, check_code, imported_modules
+from sopforge.sandbox.runner import network_namespace_prefix, run_in_sandbox
 
 __all__ = [
     "DEFAULT_ALLOWED", "CallError", "CallOutcome", "SandboxLimits", "SandboxResult", "ToolCallRecord",

@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from sopforge.validation.sandbox import DEFAULT_ALLOWED, check_code
+from sopforge.sandbox import DEFAULT_ALLOWED, check_code
 
 # The SOP-Bench format spec's example tools.py (research/sopbench_format.md §7).
 SPEC_EXAMPLE = '''\

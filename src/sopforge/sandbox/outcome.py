@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
-from sopforge.validation.sandbox.models import CallOutcome, SandboxLimits, SandboxResult
+from sopforge.sandbox.models import CallOutcome, SandboxLimits, SandboxResult
 
 __all__ = ["ChildReport", "classify"]
 
