@@ -30,15 +30,17 @@ from pathlib import Path
 
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 
-from sopforge.export.sopbench import write_sopbench_folder  # noqa: E402
-from sopforge.schemas.api_graph import APIGraph  # noqa: E402
-from sopforge.schemas.data_schema import DataSchema  # noqa: E402
-from sopforge.schemas.dataset import Dataset, DatasetBatch  # noqa: E402
-from sopforge.schemas.ground_truth import ReferenceProcedure  # noqa: E402
-from sopforge.schemas.tools import ToolCode, ToolSpecs, manager_class_name  # noqa: E402
-from sopforge.validation import oracle  # noqa: E402
-from sopforge.validation.ground_truth import compute_ground_truth, write_bundle  # noqa: E402
-from sopforge.validation.tool_checks import check_rows_against_specs, check_runtime  # noqa: E402
+from sopforge.families.sop_tools.export.sopbench import write_sopbench_folder  # noqa: E402
+from sopforge.families.sop_tools.models.api_graph import APIGraph  # noqa: E402
+from sopforge.families.sop_tools.models.data_schema import DataSchema  # noqa: E402
+from sopforge.families.sop_tools.models.dataset import Dataset, DatasetBatch  # noqa: E402
+from sopforge.families.sop_tools.models.ground_truth import ReferenceProcedure  # noqa: E402
+from sopforge.families.sop_tools.models.tools import ToolCode, ToolSpecs, manager_class_name  # noqa: E402
+from sopforge.families.sop_tools.verify import oracle  # noqa: E402
+from sopforge.families.sop_tools.verify.ground_truth import compute_ground_truth
+from sopforge.families.sop_tools.verify.ground_truth_bundle import write_bundle
+from sopforge.families.sop_tools.verify.tool_checks import check_rows_against_specs
+from sopforge.families.sop_tools.verify.tool_runtime import check_runtime
 
 RECORDINGS = Path(__file__).resolve().parents[1] / "examples" / "recordings" / "pharmacy_refills"
 TARGET_SECONDS, TARGET_BYTES = 60.0, 1 << 30

@@ -41,7 +41,7 @@ from sopforge.audit import audit_folder  # noqa: E402
 from sopforge.audit.checks_specs import build_oracle_calls, check_rows_against_specs, oracle_tools  # noqa: E402
 from sopforge.audit.loader import load_folder  # noqa: E402
 from sopforge.audit.checks_runtime import reference_calls  # noqa: E402
-from sopforge.export.sopbench import write_sopbench_folder  # noqa: E402
+from sopforge.families.sop_tools.export.sopbench import write_sopbench_folder  # noqa: E402
 from sopforge.sandbox import run_in_sandbox  # noqa: E402
 
 TARGET_SECONDS = 60.0

@@ -1,10 +1,13 @@
-"""Prefect flow: theme → context → schema → SOP → API graph → dataset → tools → ground truth → package.
+"""Prefect flow: a theme's plan, the shared context stage and every chosen family's stages.
 
-Composition only: each stage is a task (``sopforge.orchestration.tasks.stage_task``) that reuses
-or generates its artifact and persists it; a failed check raises, so nothing downstream runs.
-After each gated stage (the theme's ``gates``) a review gate holds the chain until the artifact
-is approved: automatically when every check passed (``review: auto``), or by a reviewer on the
-paused flow run (``review: ui``). Deployment entrypoint: ``flows/generate_domain.py:generate_domain``.
+Composition only: the stage DAG comes from the families' declarations (``sopforge.families``);
+each stage is a task (``sopforge.orchestration.tasks.stage_task``) that reuses or generates its
+artifact and persists it, submitted as soon as the stages it reads are done, so independent stages
+run side by side and the Prefect UI shows the real dependency graph. A failed check raises, so
+nothing that reads the failed stage runs. After each gated stage (the theme's ``gates``) a review
+gate holds its readers until the artifact is approved: automatically when every check passed
+(``review: auto``), or by a reviewer on the paused flow run (``review: ui``).
+Deployment entrypoint: ``flows/generate_domain.py:generate_domain``.
 """
 
 from __future__ import annotations
@@ -13,11 +16,9 @@ from prefect import flow
 from prefect.states import Completed, State
 
 from sopforge.errors import NeedsReview
+from sopforge.orchestration.dag import run_plan
 from sopforge.orchestration.executor import run_spec
-from sopforge.orchestration.gates import review_gate
 from sopforge.orchestration.lifecycle import run_lifecycle
-from sopforge.orchestration.stage_defs import STAGE_DEFS
-from sopforge.orchestration.tasks import stage_task
 from sopforge.settings import load_settings
 from sopforge.store import Store
 
@@ -27,8 +28,8 @@ def generate_domain(run_id: str, home: str | None = None) -> dict[str, str] | St
     """Generate (or reuse) every stage's artifact for a run created by ``sopforge generate``.
 
     Args:
-        run_id: id of a row in the ``runs`` table; its config holds the theme, model settings,
-            review mode and gates.
+        run_id: id of a row in the ``runs`` table; its config holds the theme, its families,
+            model settings, review mode and gates.
         home: SOPFORGE_HOME of the store, when not the default.
 
     Returns:
@@ -36,17 +37,8 @@ def generate_domain(run_id: str, home: str | None = None) -> dict[str, str] | St
         ``NeedsReview`` whose message says why (the run's status is ``needs_review``).
     """
     spec, _ = run_spec(Store(load_settings(home=home).db_path), run_id)
-    artifacts: dict[str, str] = {}
     try:
         with run_lifecycle(run_id, home):
-            for stage, definition in STAGE_DEFS.items():
-                upstream = [artifacts[parent] for parent in definition.parents]
-                artifacts[stage] = stage_task(run_id, stage, home, upstream=upstream)
-                if stage in spec.gates:
-                    artifacts[stage] = review_gate(run_id, stage, artifacts[stage], home, regenerate=(
-                        lambda feedback, stage=stage, upstream=upstream: stage_task.with_options(
-                            task_run_name=f"{stage} (revised)")(run_id, stage, home, upstream=upstream,
-                                                                force=True, feedback=feedback)))
+            return run_plan(run_id, home, spec)
     except NeedsReview as stop:
         return Completed(name="NeedsReview", message=str(stop))
-    return artifacts

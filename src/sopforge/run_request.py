@@ -13,7 +13,7 @@ from typing import Any
 from sopforge.errors import UserError
 from sopforge.llm.factory import build_provider
 from sopforge.settings import Settings
-from sopforge.theme import DEFAULT_GATES, DETERMINISTIC_STAGES, STAGES, ThemeSpec, build_spec, load_theme_file
+from sopforge.theme import ThemeSpec, build_spec, load_theme_file
 
 def resolve_spec(theme_file: Path | None, theme: str | None, overrides: dict[str, Any], *,
                  add_gates: list[str] = (), remove_gates: list[str] = ()) -> tuple[ThemeSpec, Path | None]:
@@ -24,24 +24,25 @@ def resolve_spec(theme_file: Path | None, theme: str | None, overrides: dict[str
         raise UserError("no theme given: pass --theme \"…\" or a theme file such as examples/themes/pharmacy_refills.yaml")
     base_dir: Path | None = None
     if theme_file is not None:
-        spec, base_dir = load_theme_file(theme_file)
-        data = spec.model_dump(exclude_none=True)
+        data, base_dir = load_theme_file(theme_file)
         source = str(theme_file)
     else:
         data, source = {"theme": theme}, "--theme"
     data.update({k: v for k, v in overrides.items() if v is not None})
+    spec = build_spec(data, source=source)
     if add_gates or remove_gates:
+        stages = spec.plan().names
         for stage in (*add_gates, *remove_gates):
-            if stage not in STAGES + DETERMINISTIC_STAGES:
-                raise UserError(f"unknown gate stage {stage!r} in --gate/--no-gate: choose from {', '.join(STAGES + DETERMINISTIC_STAGES)}")
-        gates = list(data.get("gates", DEFAULT_GATES)) + list(add_gates)
-        data["gates"] = [g for g in dict.fromkeys(gates) if g not in remove_gates]
-    return build_spec(data, source=source), base_dir
+            if stage not in stages:
+                raise UserError(f"unknown gate stage {stage!r} in --gate/--no-gate: choose from {', '.join(stages)}")
+        gates = list(spec.gates or []) + list(add_gates)
+        spec = build_spec({**data, "gates": [g for g in dict.fromkeys(gates) if g not in remove_gates]}, source=source)
+    return spec, base_dir
 
 
 def recordings_dir(spec: ThemeSpec, base_dir: Path | None, settings: Settings) -> Path | None:
     """Absolute replay folder: the theme file's ``recordings`` or examples/recordings/<slug>."""
-    uses_replay = any(spec.for_stage(s).provider == "replay" for s in STAGES)
+    uses_replay = any(spec.for_stage(s).provider == "replay" for s in spec.llm_stages)
     if not uses_replay:
         return None
     folder = (base_dir / spec.recordings) if spec.recordings and base_dir else (
@@ -54,7 +55,7 @@ def recordings_dir(spec: ThemeSpec, base_dir: Path | None, settings: Settings) -
 
 def preflight(spec: ThemeSpec, settings: Settings) -> None:
     """Fail before anything is written when a provider cannot be built (unknown name, missing key)."""
-    for stage in STAGES:
+    for stage in spec.llm_stages:
         cfg = spec.for_stage(stage)
         build_provider(cfg.provider, settings=settings, base_url=cfg.base_url)
 

@@ -8,27 +8,17 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from sopforge.errors import UserError
+from sopforge.families import IMPLEMENTED, Plan, options_sections, plan
 from sopforge.parsing import yaml_error_where
 
-STAGES: tuple[str, ...] = ("context", "schema", "sop", "api_graph", "dataset", "tools", "reference", "distractors",
-                           "manipulations")
-# Stages that ask no LLM (no provider or model to configure).
-DETERMINISTIC_STAGES: tuple[str, ...] = ("package",)
 PROVIDERS: tuple[str, ...] = ("anthropic", "openai", "replay", "exchange", "scripted")
-# Review gates stop after these stages unless the theme file or --gate/--no-gate says otherwise:
-# the SOP, the graph and the tools are what a domain expert can judge; package is the release.
-DEFAULT_GATES: tuple[str, ...] = ("sop", "api_graph", "tools", "package")
 ReviewMode = Literal["auto", "ui"]
-# SOP variant types: SOP-Bench §3.3.2 complexity injection, then TELLER S10 SOP abstraction.
-SOP_BENCH_VARIANTS: tuple[str, ...] = ("branching", "redundant_detail", "tangential", "ambiguity")
-TELLER_VARIANTS: tuple[str, ...] = ("implicit_decision_points", "ambiguous_expressions", "exception_paths")
-VARIANT_TYPES: tuple[str, ...] = SOP_BENCH_VARIANTS + TELLER_VARIANTS
 MAX_THEME_CHARS = 2000
 
 
@@ -41,33 +31,6 @@ class StageModelConfig(BaseModel):
     model: str | None = Field(None, description="Model for this stage.")
     temperature: float | None = Field(None, ge=0, le=2, description="Sampling temperature for this stage.")
     base_url: str | None = Field(None, description="OpenAI/Anthropic-compatible base URL for this stage.")
-
-
-def known_variant_types(value: list[str]) -> list[str]:
-    """``value`` without repeats; raises ValueError naming the first unknown type."""
-    unknown = [v for v in value if v not in VARIANT_TYPES]
-    if unknown:
-        raise ValueError(f"unknown SOP variant type {unknown[0]!r}: choose from {', '.join(VARIANT_TYPES)}")
-    return list(dict.fromkeys(value))
-
-
-class HardeningSpec(BaseModel):
-    """How many distractors and manipulations the ``distractors`` and ``manipulations`` stages make."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    distractor_tools: int = Field(5, ge=0, le=40, description="Distractor tools to ask for (SOP-Bench §3.3.2, TELLER S9).")
-    distractor_fields: int = Field(3, ge=0, le=20, description="Distractor data fields to ask for.")
-    sop_variants: list[str] = Field(default_factory=lambda: list(VARIANT_TYPES),
-                                    description="SOP variant types to generate, from " + ", ".join(VARIANT_TYPES) + ".")
-    dialogues: int = Field(2, ge=0, le=100, description="Tasks sampled for TOD-ProcBench dialogues and compliance pairs.")
-    max_retries: int = Field(2, ge=0, le=5, description="Extra generation cycles for an item that fails verification.")
-    seed: int = Field(0, description="Seed of every sampling and perturbation choice (recorded with the artifacts).")
-
-    @field_validator("sop_variants")
-    @classmethod
-    def _known_variants(cls, value: list[str]) -> list[str]:
-        return known_variant_types(value)
 
 
 class ThemeSpec(BaseModel):
@@ -86,9 +49,26 @@ class ThemeSpec(BaseModel):
     stages: dict[str, StageModelConfig] = Field(default_factory=dict, description="Per-stage overrides keyed by stage name.")
     review: ReviewMode = Field("auto", description="auto: a gate approves when every check passed, else the run stops as needs_review; "
                                                    "ui: the flow run pauses at each gate for a reviewer (Prefect UI or `sopforge review`).")
-    gates: list[str] = Field(default_factory=lambda: list(DEFAULT_GATES), description="Stages followed by a review gate.")
-    hardening: HardeningSpec = Field(default_factory=HardeningSpec,
-                                     description="Distractors and manipulations to generate (issue 5).")
+    families: list[str] | None = Field(None, description="Benchmark families to build (default: every implemented "
+                                                          "one); the shared stages run once for all of them.")
+    gates: list[str] | None = Field(None, description="Stages followed by a review gate (default: each family's "
+                                                      "declared gates).")
+    options: dict[str, dict[str, Any]] = Field(default_factory=dict, description=(
+        "Each family's own section of the theme file by its key (e.g. hardening:), validated by that family. "
+        "In a theme file the sections are written at the top level."))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _family_sections(cls, data: Any) -> Any:
+        """Move top-level family sections (``hardening:`` ...) under ``options``."""
+        if not isinstance(data, dict):
+            return data
+        sections = options_sections()
+        found = {key: data[key] for key in data if key in sections}
+        if not found:
+            return data
+        rest = {key: value for key, value in data.items() if key not in found}
+        return {**rest, "options": {**(data.get("options") or {}), **found}}
 
     @field_validator("theme")
     @classmethod
@@ -110,24 +90,50 @@ class ThemeSpec(BaseModel):
     @model_validator(mode="after")
     def _known_names(self) -> "ThemeSpec":
         _check_provider(self.provider)
+        implemented = list(IMPLEMENTED)
+        self.families = list(dict.fromkeys(self.families or implemented))
+        unknown = [f for f in self.families if f not in implemented]
+        if unknown:
+            raise ValueError(f"unknown family {unknown[0]!r}: choose from {', '.join(implemented)}")
+        dag = self.plan()
+        llm_stages = [s.name for s in dag.stages if s.uses_llm]
         for stage, cfg in self.stages.items():
-            if stage not in STAGES:
-                raise ValueError(f"unknown stage {stage!r}: choose one of {', '.join(STAGES)}")
+            if stage not in llm_stages:
+                raise ValueError(f"unknown stage {stage!r}: choose one of {', '.join(llm_stages)}")
             if cfg.provider is not None:
                 _check_provider(cfg.provider)
+        if self.gates is None:
+            self.gates = [s.name for s in dag.stages if s.gate]
         for gate in self.gates:
-            if gate not in STAGES + DETERMINISTIC_STAGES:
-                raise ValueError(f"unknown gate stage {gate!r}: choose from {', '.join(STAGES + DETERMINISTIC_STAGES)}")
-        # Gates follow the chain's order whatever order they were listed in.
-        self.gates = [s for s in STAGES + DETERMINISTIC_STAGES if s in self.gates]
+            if gate not in dag.names:
+                raise ValueError(f"unknown gate stage {gate!r}: choose from {', '.join(dag.names)}")
+        # Gates follow the plan's order whatever order they were listed in.
+        self.gates = [s for s in dag.names if s in self.gates]
+        sections = options_sections()
+        for key, value in self.options.items():
+            if key not in sections:
+                raise ValueError(f"unknown section {key!r}: families read {', '.join(sections) or 'none'}")
+            try:
+                self.options[key] = sections[key][1].model_validate(value or {}).model_dump(mode="json")
+            except ValidationError as err:
+                raise ValueError(f"{key}.{_one_line(err)}") from None
         if self.slug is None:
             self.slug = slugify(self.theme)
         return self
 
+    def plan(self) -> Plan:
+        """The stage DAG of this theme's families."""
+        return plan(tuple(self.families or IMPLEMENTED))
+
+    @property
+    def llm_stages(self) -> list[str]:
+        """Stages of this theme that ask a model (the ones ``stages:`` can configure)."""
+        return [s.name for s in self.plan().stages if s.uses_llm]
+
     def for_stage(self, stage: str) -> StageModelConfig:
         """Resolved provider/model/temperature/base_url for ``stage`` (overrides win)."""
-        if stage not in STAGES:
-            raise UserError(f"unknown stage {stage!r}: choose one of {', '.join(STAGES)}")
+        if stage not in self.llm_stages:
+            raise UserError(f"unknown stage {stage!r}: choose one of {', '.join(self.llm_stages)}")
         override = self.stages.get(stage, StageModelConfig())
         # The run-wide model only makes sense for the run-wide provider; a stage that switches
         # provider without naming a model gets that provider's default.
@@ -165,8 +171,9 @@ def build_spec(data: dict, *, source: str) -> ThemeSpec:
         raise UserError(f"{source}: {_one_line(err)}") from None
 
 
-def load_theme_file(path: Path) -> tuple[ThemeSpec, Path]:
-    """Read a theme YAML file. Returns the spec and the folder relative paths resolve against."""
+def load_theme_file(path: Path) -> tuple[dict[str, Any], Path]:
+    """Read a theme YAML file. Returns its mapping (validated by :func:`build_spec` once the
+    command line's options are merged in) and the folder relative paths resolve against."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -179,4 +186,4 @@ def load_theme_file(path: Path) -> tuple[ThemeSpec, Path]:
         raise UserError(f"theme file {path} is not valid YAML{yaml_error_where(err)}: fix the syntax") from None
     if not isinstance(data, dict):
         raise UserError(f"theme file {path} must be a YAML mapping with at least a 'theme:' key")
-    return build_spec(data, source=str(path)), path.parent
+    return data, path.parent

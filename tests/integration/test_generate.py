@@ -10,12 +10,23 @@ import pyarrow.parquet as pq
 import pytest
 
 from answers import CHAIN_CALLS, RECORDED_CALLS, THEME, by_stage, recorded_answer
+from sopforge.families import plan
 from sopforge.llm.testserver import FakeLLMServer, status
 
 pytestmark = pytest.mark.prefect
 STAGES = ["context", "schema", "sop", "api_graph", "dataset", "tools", "reference", "distractors", "manipulations",
           "package"]
 CALLS = RECORDED_CALLS
+
+
+def assert_dependency_order(stages_in_time_order: list[str]) -> None:
+    """Independent branches may interleave, but nothing happens before a stage it reads is done."""
+    last = {s: i for i, s in enumerate(stages_in_time_order)}
+    first = {s: stages_in_time_order.index(s) for s in last}
+    for spec in plan().stages:
+        for parent in spec.parents:
+            if spec.name in first and parent in last:
+                assert last[parent] < first[spec.name], f"{spec.name} started before {parent} was done"
 
 
 def db(cli) -> duckdb.DuckDBPyConnection:
@@ -37,8 +48,10 @@ def test_offline_example_is_stored_visible_in_prefect_and_free_the_second_time(c
     assert summary["llm_calls"] == CALLS and summary["input_tokens"] > 0
 
     with db(cli) as con:
-        assert con.execute("SELECT stage, status FROM artifacts ORDER BY created_at").fetchall() == [
-            (stage, "validated") for stage in STAGES]
+        stored = con.execute("SELECT stage, status, family FROM artifacts ORDER BY created_at").fetchall()
+        assert sorted(stored, key=str) == sorted(
+            ((stage, "validated", None if stage == "context" else "sop_tools") for stage in STAGES), key=str)
+        assert_dependency_order([stage for stage, _, _ in stored])
         edges = con.execute("""SELECT c.stage, p.stage FROM artifact_edges e JOIN artifacts c ON c.id = e.child
                                JOIN artifacts p ON p.id = e.parent ORDER BY 1, 2""").fetchall()
         assert edges == [("api_graph", "context"), ("api_graph", "schema"), ("api_graph", "sop"),
@@ -69,6 +82,10 @@ def test_offline_example_is_stored_visible_in_prefect_and_free_the_second_time(c
     task_runs = prefect_post(prefect_api, "task_runs/filter",
                              {"flow_runs": {"id": {"any_": [flow_runs[0]["id"]]}}})
     assert sorted(t["name"] for t in task_runs) == sorted(STAGES)
+    # The graph Prefect draws is the plan's dependency graph: each task run waits for its parents' runs.
+    name_of = {t["id"]: t["name"] for t in task_runs}
+    drawn = {t["name"]: sorted(name_of[i["id"]] for i in t["task_inputs"].get("wait_for", [])) for t in task_runs}
+    assert drawn == {s.name: sorted(s.parents) for s in plan().stages}
     keys = {a["key"] for a in prefect_post(prefect_api, "artifacts/filter", {"limit": 200})}
     assert {f"{run_id}-context", f"{run_id}-schema", f"{run_id}-schema-table", f"{run_id}-sop"} <= keys
 
@@ -106,10 +123,13 @@ def test_live_provider_through_its_sdk_with_a_rate_limit_retry(cli, provider):
     assert all(r.protocol == provider for r in requests)
     with db(cli) as con:
         rows = con.execute("SELECT stage, provider, model, transport_attempts FROM llm_calls ORDER BY created_at").fetchall()
-    assert rows[:CHAIN_CALLS] == [("context", provider, "test-model", 2)] + [
-        (stage, provider, "test-model", 1)
-        for stage in ("schema", "sop", "api_graph", "dataset", "dataset", "tools", "tools", "tools", "reference")]
-    assert [r[0] for r in rows[CHAIN_CALLS:]] == ["distractors"] * 2 + ["manipulations"] * (CALLS - CHAIN_CALLS - 2)
+    assert rows[0] == ("context", provider, "test-model", 2)
+    assert {(p, m, attempts) for _, p, m, attempts in rows[1:]} == {(provider, "test-model", 1)}
+    stages = [r[0] for r in rows]
+    assert sorted(stages[:CHAIN_CALLS]) == sorted(["context", "schema", "sop", "api_graph", "dataset", "dataset", "tools",
+                                                   "tools", "tools", "reference"])
+    assert sorted(stages[CHAIN_CALLS:]) == sorted(["distractors"] * 2 + ["manipulations"] * (CALLS - CHAIN_CALLS - 2))
+    assert_dependency_order(stages)
     stored = (cli.home / "sopforge.duckdb").read_bytes()
     assert secret.encode() not in stored
     assert secret not in result.stdout + result.stderr

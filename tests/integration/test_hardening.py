@@ -18,7 +18,7 @@ import pytest
 
 from answers import THEME, by_stage, recorded_answer
 from sopforge.llm.testserver import FakeLLMServer
-from sopforge.schemas.tools import ToolSpecs
+from sopforge.families.sop_tools.models.tools import ToolSpecs
 
 pytestmark = pytest.mark.prefect
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sopforge.schemas.jsonschema_export import ARTIFACT_MODELS, REGENERATE_COMMAND, main, write_json_schemas
+from sopforge.jsonschemas import REGENERATE_COMMAND, artifact_models, main, write_json_schemas
 from sopforge.settings import PROJECT_ROOT
 
 COMMITTED = PROJECT_ROOT / "schemas"
@@ -26,8 +26,8 @@ def test_committed_schemas_match_the_models(tmp_path: Path):
 
 def test_every_artifact_model_has_a_file_with_sorted_keys_and_final_newline(tmp_path: Path):
     paths = write_json_schemas(tmp_path)
-    assert [p.name for p in paths] == [f"{stem}.schema.json" for stem in ARTIFACT_MODELS]
-    assert {"business_context", "data_schema", "sop_document", "check_result"} <= set(ARTIFACT_MODELS)
+    assert [p.name for p in paths] == [f"{stem}.schema.json" for stem in artifact_models()]
+    assert {"business_context", "data_schema", "sop_document", "check_result"} <= set(artifact_models())
     for path in paths:
         text = path.read_text(encoding="utf-8")
         assert text.endswith("}\n") and not text.endswith("\n\n")

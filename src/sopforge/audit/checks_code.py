@@ -15,7 +15,7 @@ from pathlib import Path
 
 from sopforge.audit.checks_data import shown
 from sopforge.audit.loader import REFERENCE_FILE, FolderContents
-from sopforge.schemas.checks import CheckResult, check
+from sopforge.checks import CheckResult, check
 from sopforge.sandbox import DEFAULT_ALLOWED, check_code
 
 __all__ = ["CodeFacts", "analyze_tools", "check_policy", "check_tools_code"]

@@ -10,7 +10,7 @@ from collections import Counter
 
 from sopforge.audit.loader import REQUIRED_FILES, TEST_FILES, FolderContents
 from sopforge.audit.values import is_null_like, is_pandas_na, looks_structured, substring_pairs
-from sopforge.schemas.checks import CheckResult, check
+from sopforge.checks import CheckResult, check
 
 __all__ = ["check_csv", "check_files", "check_metadata", "check_outputs", "hidden_columns", "shown"]
 

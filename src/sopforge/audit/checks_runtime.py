@@ -22,7 +22,7 @@ from sopforge.audit.checks_data import hidden_columns, shown
 from sopforge.audit.checks_specs import OracleTool
 from sopforge.audit.loader import FolderContents
 from sopforge.audit.values import cell_matches
-from sopforge.schemas.checks import CheckResult, check
+from sopforge.checks import CheckResult, check
 from sopforge.sandbox import CallOutcome, SandboxResult
 
 __all__ = ["PROBE_TOOL", "check_determinism", "check_oracle", "check_reference", "process_failure",

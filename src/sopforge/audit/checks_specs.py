@@ -20,7 +20,7 @@ from jsonschema.validators import validator_for
 from sopforge.audit.checks_data import shown
 from sopforge.audit.loader import FolderContents, ToolSpecView
 from sopforge.audit.values import coerce_cell
-from sopforge.schemas.checks import CheckResult, check
+from sopforge.checks import CheckResult, check
 
 __all__ = ["OracleTool", "build_oracle_calls", "check_rows_against_specs", "check_toolspecs", "oracle_tools",
            "schema_validator"]

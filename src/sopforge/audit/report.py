@@ -1,6 +1,6 @@
 """The audit report: every check that ran, every check that could not run, and why.
 
-Findings are :class:`~sopforge.schemas.checks.CheckResult` objects, so an audit can be stored
+Findings are :class:`~sopforge.checks.CheckResult` objects, so an audit can be stored
 in the ``validations`` table like any other gate. A check that could not run (its input was
 unusable, or running the code would be unsafe) is a :class:`SkippedCheck`, never a pass.
 """
@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from sopforge.schemas.checks import CheckResult
+from sopforge.checks import CheckResult
 
 __all__ = ["AuditReport", "SkippedCheck"]
 

@@ -23,8 +23,9 @@ from sopforge.audit.checks_runtime import (
 from sopforge.audit.checks_specs import build_oracle_calls, check_rows_against_specs, check_toolspecs, oracle_tools
 from sopforge.audit.loader import REFERENCE_FILE, FolderContents, load_folder
 from sopforge.audit.report import AuditReport, SkippedCheck
+from sopforge.audit.stats import folder_stats
 from sopforge.errors import UserError
-from sopforge.schemas.checks import CheckResult
+from sopforge.checks import CheckResult
 from sopforge.sandbox import SandboxLimits, check_code, run_in_sandbox
 
 __all__ = ["audit_folder"]
@@ -170,9 +171,7 @@ def _runtime(report: AuditReport, c: FolderContents, tools, groups, failing: set
 
 
 def _stats(c: FolderContents) -> dict:
-    """Counts shown with the report (the full Table 3/4 figures come from ``export.metadata``)."""
-    from sopforge.export.metadata import folder_stats
-
+    """Counts shown with the report (Table 3 figures from the folder's files)."""
     try:
         return folder_stats(c)
     except Exception as exc:  # noqa: BLE001 - statistics never fail an audit

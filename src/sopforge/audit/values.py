@@ -14,7 +14,7 @@ import math
 import re
 from typing import Any
 
-from sopforge.schemas.data_schema import NA_TOKENS, normalize_label
+from sopforge.labels import NA_TOKENS, normalize_label
 
 __all__ = [
     "NA_TOKENS", "PANDAS_NA_TOKENS", "cell_matches", "coerce_cell", "is_null_like", "is_pandas_na",

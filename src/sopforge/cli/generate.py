@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -13,7 +14,8 @@ import typer
 from rich.table import Table
 
 from sopforge.cli.output import err, handle_errors, human_int, out, print_funnel, print_json, run_funnel
-from sopforge.errors import NeedsReview, SopforgeError, UserError
+from sopforge.errors import NeedsReview, UserError
+from sopforge.families import FamilySummary, load_family
 from sopforge.orchestration import executor
 from sopforge.orchestration.flows import load_flow
 from sopforge.orchestration.prefect_env import configure_prefect
@@ -24,44 +26,74 @@ from sopforge.theme import ThemeSpec
 
 
 class _Progress:
-    """Stage progress on stderr (a spinner while a stage runs, one line when it ends)."""
+    """Stage progress on stderr: a spinner naming the stages running now, one line as each ends.
+
+    Stages run concurrently (independent branches of the plan), so events arrive from several
+    threads; one lock keeps the lines whole and the spinner's text current.
+    """
 
     def __init__(self, quiet: bool):
         self.quiet = quiet
         self.outcomes: dict[str, executor.StageOutcome] = {}
         self._status = None
-        self._started = 0.0
+        self._started: dict[str, float] = {}
+        self._lock = threading.Lock()
 
     def __call__(self, stage: str, event: str, outcome: executor.StageOutcome | str | None) -> None:
+        with self._lock:
+            self._handle(stage, event, outcome)
+
+    def _spin(self) -> None:
+        if self.quiet:
+            return
+        if not self._started and self._status is not None:
+            self._status.stop()
+            self._status = None
+        elif self._started:
+            text = f"{', '.join(self._started)}: working…"
+            if self._status is None:
+                self._status = err.status(text)
+                self._status.start()
+            else:
+                self._status.update(text)
+
+    def _handle(self, stage: str, event: str, outcome: executor.StageOutcome | str | None) -> None:
         if event == "review":
             if not self.quiet:
                 err.print(f"[cyan]◆[/] {stage:<8} {outcome}")
             return
         if event == "started":
-            self._started = time.monotonic()
-            if not self.quiet:
-                self._status = err.status(f"{stage}: working…")
-                self._status.start()
+            self._started[stage] = time.monotonic()
+            self._spin()
             return
-        if self._status is not None:
-            self._status.stop()
-            self._status = None
+        seconds = time.monotonic() - self._started.pop(stage, time.monotonic())
+        self._spin()
         if outcome is not None:
             self.outcomes[stage] = outcome
-        if self.quiet:
-            return
-        seconds = time.monotonic() - self._started
-        if event == "failed" or outcome is None:
+        if self.quiet or event == "failed" or outcome is None:
             return  # the error line printed on exit says what failed; a second line would repeat it
         passed = sum(1 for c in outcome.checks if c.passed)
         how = f"reused from {outcome.artifact.run_id}" if outcome.reused else f"{outcome.llm_calls} LLM call(s)"
         err.print(f"[green]✓[/] {stage:<8} v{outcome.artifact.version}  {how}  checks {passed}/{len(outcome.checks)}  {seconds:.1f}s")
 
 
-def summary_dict(run_id: str, store: Store, progress: _Progress, target: str, seconds: float) -> dict[str, Any]:
+def family_summaries(spec: ThemeSpec, outcomes: dict[str, executor.StageOutcome]) -> dict[str, FamilySummary]:
+    """Each chosen family's part of the summary, from the artifacts its stages produced or reused."""
+    contents = {stage: o.artifact.content for stage, o in outcomes.items()}
+    summaries = {}
+    for name in spec.families or []:
+        family = load_family(name)
+        if family.summarize is not None:
+            summaries[name] = family.summarize({s.name: contents[s.name] for s in family.stages if s.name in contents})
+    return summaries
+
+
+def summary_dict(run_id: str, store: Store, spec: ThemeSpec, progress: _Progress, target: str,
+                 seconds: float) -> dict[str, Any]:
     run = store.get_run(run_id)
+    order = spec.plan().names
     stages = []
-    for stage, o in progress.outcomes.items():
+    for stage, o in sorted(progress.outcomes.items(), key=lambda item: order.index(item[0])):
         stages.append({
             "stage": stage, "artifact_id": o.artifact.id, "version": o.artifact.version,
             "status": "reused" if o.reused else "generated", "from_run": o.artifact.run_id,
@@ -69,12 +101,15 @@ def summary_dict(run_id: str, store: Store, progress: _Progress, target: str, se
             "llm_calls": o.llm_calls, "cache_hits": o.cache_hits,
             "input_tokens": o.input_tokens, "output_tokens": o.output_tokens,
         })
-    reference, package = progress.outcomes.get("reference"), progress.outcomes.get("package")
+    families = family_summaries(spec, progress.outcomes)
+    sop_tools = families.get("sop_tools", FamilySummary()).facts  # kept at the top level, as before families
     return {
         "run_id": run_id, "theme": run.theme, "slug": run.theme_slug, "status": run.status, "error": run.error,
-        "coverage": reference.artifact.content.get("coverage") if reference else None,
-        "export": package.artifact.content.get("sopbench_folder") if package else None,
-        "oracle": package.artifact.content.get("oracle", {}).get("summary") if package else None,
+        "families": {name: {"facts": s.facts, "export": s.export, "lines": s.lines,
+                            "tables": [{"title": t.title, "columns": list(t.columns), "rows": [list(r) for r in t.rows]}
+                                       for t in s.tables]}
+                     for name, s in families.items()},
+        "coverage": sop_tools.get("coverage"), "export": sop_tools.get("export"), "oracle": sop_tools.get("oracle"),
         "stages": stages, "prefect": target, "seconds": round(seconds, 1),
         "llm_calls": sum(s["llm_calls"] for s in stages), "cache_hits": sum(s["cache_hits"] for s in stages),
         "input_tokens": sum(s["input_tokens"] for s in stages), "output_tokens": sum(s["output_tokens"] for s in stages),
@@ -107,23 +142,23 @@ def print_summary(summary: dict[str, Any]) -> None:
     out.print(f"LLM calls made now: {summary['llm_calls']} (cache hits {summary['cache_hits']}); "
               f"tokens {human_int(summary['input_tokens'])} in / {human_int(summary['output_tokens'])} out; "
               f"{summary['seconds']}s; {summary['prefect']}")
-    if summary.get("coverage"):
-        coverage = Table(title="decision coverage (tasks per outcome, computed by executing the reference procedure)",
-                         title_justify="left")
-        for col in ("decision field", "outcome", "tasks"):
-            coverage.add_column(col)
-        for field, counts in summary["coverage"].items():
-            for value, n in counts.items():
-                coverage.add_row(field, value, str(n))
-        out.print(coverage)
+    for family in summary.get("families", {}).values():
+        for t in family["tables"]:
+            table = Table(title=t["title"], title_justify="left")
+            for col in t["columns"]:
+                table.add_column(col)
+            for row in t["rows"]:
+                table.add_row(*row)
+            out.print(table)
     print_funnel(summary.get("funnel") or [])
     if summary.get("reviews"):
         out.print("review gates: " + ", ".join(
             f"{r['stage']} v{r['version']} {r['decision']} ({r['reviewer'] or r['source']})" for r in summary["reviews"]))
     if summary["status"] == "needs_review":
         out.print(f"[yellow]stopped for review:[/] {summary['error']}")
-    if summary.get("export"):
-        out.print(f"exported: {summary['export']}  ({summary['oracle']})")
+    for family in summary.get("families", {}).values():
+        for line in family["lines"]:
+            out.print(line)
     run_id, cmd = summary["run_id"], _command_name()
     out.print("Where to look next:")
     if summary["status"] == "needs_review":
@@ -131,7 +166,7 @@ def print_summary(summary: dict[str, Any]) -> None:
     out.print(f"  {cmd} show {run_id} --stage sop      the SOP as markdown, its checks, lineage and LLM calls")
     out.print(f"  {cmd} show {run_id} --stage schema   the data schema as a table")
     out.print(f"  {cmd} ui                            flow runs, task runs and artifacts in the Prefect UI")
-    if summary.get("export"):
+    if summary.get("export"):  # the sop_tools family's SOP-Bench folder
         out.print(f"  {cmd} audit {summary['export']}   re-check the exported SOP-Bench folder")
     out.print(f"  {summary['database']}   plain SQL: runs, stage_runs, artifacts, artifact_edges, llm_calls, validations")
 
@@ -147,16 +182,20 @@ def generate(
     slug: Optional[str] = typer.Option(None, help="Short [a-z0-9_] name of the domain (default: from the theme)."),
     rows: Optional[int] = typer.Option(None, help="Dataset rows (tasks) to generate (default 50)."),
     review: Optional[str] = typer.Option(None, help="auto (gates approve when every check passed) or ui (pause for a reviewer)."),
+    family: list[str] = typer.Option([], "--family", help="Build this benchmark family (repeatable; default: the "
+                                                          "theme file's families, else every one)."),
     gate: list[str] = typer.Option([], "--gate", help="Add a review gate after this stage (repeatable)."),
     no_gate: list[str] = typer.Option([], "--no-gate", help="Remove the review gate after this stage (repeatable)."),
     home: Optional[Path] = typer.Option(None, help="State folder (default $SOPFORGE_HOME or ./artifacts)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
 ) -> None:
-    """Generate a domain from a theme: context → schema → SOP → API graph → dataset, validated and stored."""
+    """Generate benchmarks from a theme: the shared business context, then every chosen family's stages
+    (sop_tools: schema → SOP → API graph ∥ dataset → tools → reference → distractors ∥ manipulations → package),
+    each validated, reviewed at its gate and stored with its lineage."""
     started = time.monotonic()
     spec, base_dir = resolve_spec(theme_file, theme, {
         "provider": provider, "model": model, "base_url": base_url, "temperature": temperature, "slug": slug,
-        "rows": rows, "review": review}, add_gates=gate, remove_gates=no_gate)
+        "rows": rows, "review": review, "families": family or None}, add_gates=gate, remove_gates=no_gate)
     settings = load_settings(home=home)
     store = Store(settings.db_path)
     store.check_writable()
@@ -191,7 +230,7 @@ def execute_run(store: Store, settings: Settings, spec: ThemeSpec, config: dict[
         # A gate stopped the run. Prefect may report that as a failure of its own (a pause that
         # timed out can only end Failed on the server); the store says what happened.
         failure = NeedsReview(run.error or f"run {run_id} stopped at a review gate")
-    summary = summary_dict(run_id, store, progress, target, time.monotonic() - started)
+    summary = summary_dict(run_id, store, spec, progress, target, time.monotonic() - started)
     if as_json:
         print_json(summary)
     else:

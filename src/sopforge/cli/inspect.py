@@ -11,7 +11,8 @@ from rich.table import Table
 
 from sopforge.cli.output import handle_errors, human_int, out, print_funnel, print_json, run_funnel
 from sopforge.errors import UserError
-from sopforge.render import artifact_markdown, schema_rows
+from sopforge.families import all_stages
+from sopforge.render import artifact_markdown
 from sopforge.settings import Settings, load_settings
 from sopforge.store import Store
 
@@ -68,8 +69,9 @@ def _stage_detail(store: Store, run_id: str, stage: str) -> dict[str, Any]:
 def _print_stage(stage: str, detail: dict[str, Any]) -> None:
     art = detail["artifact"]
     out.rule(f"{stage} v{art['version']}  {art['id']}  ({art['status']}, run {art['run_id']}, model {art['model']})")
-    if stage == "schema":
-        rows = schema_rows(art["content"])
+    spec = all_stages().get(stage)
+    if spec is not None and spec.table is not None and spec.table.in_terminal:
+        rows = spec.table.rows(art["content"])
         table = Table(show_lines=False)
         for col in rows[0].keys() if rows else []:
             table.add_column(col, overflow="fold")
@@ -98,7 +100,7 @@ def _print_stage(stage: str, detail: dict[str, Any]) -> None:
 @handle_errors
 def show(
     run: str = typer.Argument(..., help="Run id (or a unique prefix of it)."),
-    stage: Optional[str] = typer.Option(None, help="Stage whose artifact to print (context, schema, sop)."),
+    stage: Optional[str] = typer.Option(None, help="Stage whose artifact to print (context, schema, sop, ...)."),
     home: Optional[Path] = typer.Option(None, help="State folder (default $SOPFORGE_HOME or ./artifacts)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:

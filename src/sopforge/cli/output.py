@@ -47,17 +47,27 @@ def human_int(n: int | float | None) -> str:
     return f"{int(n or 0):,}"
 
 
-HARDENING_STAGES = ("distractors", "manipulations")
-
-
 def run_funnel(store: Any, run_id: str) -> list[dict[str, Any]]:
-    """Funnel rows of the run's distractors and manipulations artifacts (reused ones included)."""
+    """Funnel rows of every artifact the run produced or reused, in the order of its plan's stages."""
+    order = _plan_order(store, run_id)
+    stages = dict.fromkeys(s.stage for s in store.stage_runs_for(run_id))
     rows = []
-    for stage in HARDENING_STAGES:
+    for stage in sorted(stages, key=lambda s: order.index(s) if s in order else len(order)):
         record = store.artifact_for_stage(run_id, stage)
         if record is not None:
             rows += [r.model_dump() for r in store.funnel_for(record.id)]
     return rows
+
+
+def _plan_order(store: Any, run_id: str) -> list[str]:
+    """Stage names in the run's plan order (independent stages may have run in any order)."""
+    from sopforge.theme import build_spec
+
+    spec = store.get_run(run_id).config.get("spec")
+    try:
+        return build_spec(spec, source=f"run {run_id}").plan().names
+    except Exception:  # noqa: BLE001 - an old or foreign config still shows its funnel, unordered
+        return []
 
 
 def print_funnel(rows: list[dict[str, Any]]) -> None:

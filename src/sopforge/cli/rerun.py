@@ -18,24 +18,14 @@ from sopforge.cli.generate import execute_run
 from sopforge.cli.inspect import existing_store
 from sopforge.cli.output import handle_errors
 from sopforge.errors import UserError
-from sopforge.orchestration.stage_defs import STAGE_DEFS, stage_def
 from sopforge.run_request import preflight
-from sopforge.theme import STAGES, StageModelConfig, ThemeSpec, build_spec
-
-
-def descendants(stage: str) -> list[str]:
-    """``stage`` and every stage downstream of it, in chain order."""
-    found = {stage}
-    for name, definition in STAGE_DEFS.items():
-        if found & set(definition.parents):
-            found.add(name)
-    return [name for name in STAGE_DEFS if name in found]
+from sopforge.theme import StageModelConfig, ThemeSpec, build_spec
 
 
 def with_model(spec: ThemeSpec, stages: list[str], model: str) -> ThemeSpec:
     overrides = dict(spec.stages)
     for stage in stages:
-        if stage in STAGES:  # deterministic stages have no model
+        if stage in spec.llm_stages:  # deterministic stages have no model
             current = overrides.get(stage, StageModelConfig())
             overrides[stage] = current.model_copy(update={"model": model})
     return spec.model_copy(update={"stages": overrides})
@@ -56,18 +46,18 @@ def rerun(
     started = time.monotonic()
     settings, store = existing_store(home)
     previous = store.get_run(run)
+    spec = build_spec(previous.config["spec"], source=f"the configuration of run {previous.id}")
     if from_stage is not None:
-        stage_def(from_stage)  # unknown stage -> one-line UserError listing the stages
+        spec.plan().get(from_stage)  # unknown stage -> one-line UserError listing the run's stages
     elif feedback is not None or model is not None:
         raise UserError("--feedback and --model apply to a regenerated stage: add --from STAGE")
     if previous.status in ("running", "awaiting_review") and not force:
         what = "is still running" if previous.status == "running" else "is paused at a review gate (answer it with `sopforge review`)"
         raise UserError(f"run {previous.id} {what}: wait for it to finish, or pass --force if its process died")
-    spec = ThemeSpec.model_validate(previous.config["spec"])
     if review is not None:
         spec = build_spec({**spec.model_dump(), "review": review}, source="--review")
     if model is not None:
-        spec = with_model(spec, descendants(from_stage), model)
+        spec = with_model(spec, spec.plan().descendants(from_stage), model)
     config = {**previous.config, "spec": spec.model_dump(mode="json"),
               "rerun": {"from_run": previous.id, "force": [from_stage] if from_stage else [],
                         "feedback": {from_stage: feedback} if feedback else {}}}

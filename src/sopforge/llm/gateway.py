@@ -74,7 +74,7 @@ class Gateway:
     """
 
     def __init__(self, provider: Provider, *, ledger: CallLedger | None, settings: Settings,
-                 run_id: str | None = None, sleep: Callable[[float], None] = time.sleep,
+                 run_id: str | None = None, family: str | None = None, sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.monotonic, jitter: float = DEFAULT_JITTER,
                  rng: random.Random | None = None):
         self.backend = provider
@@ -82,6 +82,7 @@ class Gateway:
         self.ledger = ledger
         self.settings = settings
         self.run_id = run_id
+        self.family = family
         self._sleep = sleep
         self._clock = clock
         self._jitter = jitter
@@ -218,6 +219,7 @@ class Gateway:
             call_key=request.call_key,
             request_hash=request_hash,
             stage=request.stage,
+            family=self.family,
             attempt=request.attempt,
             template_id=request.template_id,
             template_hash=request.template_hash,

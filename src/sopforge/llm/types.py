@@ -77,6 +77,7 @@ class LLMCallRecord(BaseModel):
     call_key: str
     request_hash: str
     stage: str
+    family: str | None = None  # the benchmark family of the stage; None for shared stages
     attempt: int = 1
     template_id: str | None = None
     template_hash: str | None = None

@@ -16,7 +16,7 @@ from sopforge.errors import SopforgeError, ValidationFailed
 from sopforge.llm.factory import build_provider, default_model
 from sopforge.llm.gateway import Gateway
 from sopforge.llm.types import sha256_json
-from sopforge.orchestration.stage_defs import InputContext, StageDef, stage_def
+from sopforge.families import InputContext, StageSpec
 from sopforge.prompts import default_registry
 from sopforge.settings import Settings
 from sopforge.store import REUSABLE_STATUSES, ArtifactRecord, ArtifactWrite, Store
@@ -107,7 +107,7 @@ def previous_run_artifact(store: Store, config: dict, stage: str,
     return record if built_from == {name: p.content_hash for name, p in parents.items()} else None
 
 
-def input_key(definition: StageDef, spec: ThemeSpec, parents: dict[str, ArtifactRecord],
+def input_key(definition: StageSpec, spec: ThemeSpec, parents: dict[str, ArtifactRecord],
               template_hashes: dict[str, str], model: str, settings: Settings,
               feedback: str | None = None) -> str:
     """Hash of everything that determines a stage's output: the cache key in the store."""
@@ -141,8 +141,9 @@ def execute_stage(run_id: str, stage: str, *, settings: Settings, force: bool = 
         ProviderError / ResponsePending / UserError: the LLM could not be asked or answered.
     """
     store = Store(settings.db_path)
-    definition = stage_def(stage)
     spec, config = run_spec(store, run_id)
+    dag = spec.plan()
+    definition = dag.get(stage)
     parents: dict[str, ArtifactRecord] = {}
     for parent in definition.parents:
         record = store.artifact_for_stage(run_id, parent)
@@ -162,20 +163,21 @@ def execute_stage(run_id: str, stage: str, *, settings: Settings, force: bool = 
     reusable = None if forced else (previous_run_artifact(store, config, stage, parents)
                                     or store.find_reusable_artifact(stage, key))
     if reusable is not None:
-        store.record_reuse(run_id, stage, reusable.id)
+        store.record_reuse(run_id, stage, reusable.id, family=definition.family)
         outcome = StageOutcome(stage, reusable, reused=True, checks=store.validations_for(reusable.id))
         _emit(stage, "finished", outcome)
         return outcome
 
-    stage_run_id = store.start_stage(run_id, stage)
+    stage_run_id = store.start_stage(run_id, stage, family=definition.family)
     gateway = None
     if definition.uses_llm:
         provider_settings = settings.model_copy(update={"recordings_dir": _recordings(config)})
         provider = build_provider(cfg.provider, settings=provider_settings, base_url=cfg.base_url)
-        gateway = Gateway(provider, ledger=_FreshSamples(store) if forced else store, settings=settings, run_id=run_id)
+        gateway = Gateway(provider, ledger=_FreshSamples(store) if forced else store, settings=settings, run_id=run_id,
+                          family=definition.family)
     context = InputContext(run_id=run_id, exports_dir=settings.exports_dir, parent_records=parents)
     inputs = definition.make_inputs(
-        spec, {n: stage_def(n).model.model_validate(r.content) for n, r in parents.items()}, context)
+        spec, {n: dag.get(n).model.model_validate(r.content) for n, r in parents.items()}, context)
     try:
         result = definition.run(inputs, llm=gateway, settings=settings, model=model,
                                 temperature=cfg.temperature, registry=registry, feedback=feedback)
@@ -186,9 +188,9 @@ def execute_stage(run_id: str, stage: str, *, settings: Settings, force: bool = 
         _emit(stage, "failed")
         raise
     content = result.artifact.model_dump(mode="json")
-    rows = content.get("rows") if definition.kind == "dataset" else None
+    rows = content.get("rows") if definition.stores_rows else None
     record = store.save_artifact(ArtifactWrite(
-        run_id=run_id, stage=stage, kind=definition.kind, content=content,
+        run_id=run_id, stage=stage, family=definition.family, kind=definition.kind, content=content,
         rows=rows, row_id_field=content.get("id_field") if rows is not None else None,
         funnel=getattr(result.artifact, "funnel", None),
         template_id=result.template_id, template_hash=result.template_hash, model=model,

@@ -7,7 +7,8 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
 from sopforge.orchestration.executor import StageOutcome, execute_stage
-from sopforge.render import artifact_markdown, checks_markdown, dataset_sample, schema_rows
+from sopforge.families import stage as stage_spec
+from sopforge.render import artifact_markdown, checks_markdown
 from sopforge.settings import load_settings
 
 
@@ -21,10 +22,10 @@ def publish(outcome: StageOutcome, run_id: str) -> None:
         markdown=header + artifact_markdown(outcome.stage, record.content) + "\n" + checks_markdown(outcome.checks),
         key=key, description=f"{outcome.stage} artifact of run {run_id}",
     )
-    tables = {"schema": (schema_rows, "data schema fields"), "dataset": (dataset_sample, "first dataset rows")}
-    if outcome.stage in tables:
-        rows_of, what = tables[outcome.stage]
-        create_table_artifact(table=rows_of(record.content), key=f"{key}-table", description=f"{what} of run {run_id}")
+    table = stage_spec(outcome.stage).table
+    if table is not None:
+        create_table_artifact(table=table.rows(record.content), key=f"{key}-table",
+                              description=f"{table.description} of run {run_id}")
 
 
 # Prefect's own result cache is off: the store decides what is reused (see executor.input_key),

@@ -11,52 +11,17 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from sopforge.checks import CheckResult, blocking_failures
 from sopforge.errors import UserError
+from sopforge.families import StageSpec, stage as stage_spec
 from sopforge.parsing import describe_validation_error, yaml_error_where
-from sopforge.schemas.api_graph import APIGraph
-from sopforge.schemas.checks import CheckResult, blocking_failures
-from sopforge.schemas.context import BusinessContext, check_context
-from sopforge.schemas.data_schema import DataSchema, check_schema
-from sopforge.schemas.dataset import Dataset
-from sopforge.schemas.sop import SOPDocument, check_sop
-from sopforge.schemas.tools import ToolsArtifact
 from sopforge.settings import Settings
-from sopforge.validation.api_graph_checks import check_graph
-from sopforge.validation.tool_checks import (
-    TOOL_CHECK_LIMITS, check_api_docs, check_code_static, check_rows_against_specs, check_runtime, check_toolspecs,
-)
-
-Parents = dict[str, Any]  # stage -> parsed parent artifact
-
-
-def _check_tools(tools: ToolsArtifact, up: Parents, settings: Settings) -> list[CheckResult]:
-    graph, schema, dataset = up["api_graph"], up["schema"], up["dataset"]
-    checks = (check_api_docs(tools.api_docs, graph, schema) + check_toolspecs(tools.toolspecs, graph, schema)
-              + check_rows_against_specs(dataset, tools.toolspecs, schema) + check_code_static(tools.code, tools.toolspecs))
-    if blocking_failures(checks):
-        return checks  # never run code the policy (or a broken spec) refuses
-    return checks + check_runtime(tools.code, tools.toolspecs, graph, schema, dataset, limits=TOOL_CHECK_LIMITS)
-
-
-# stage -> (artifact model, checks on the edited artifact given its parents)
-EDITABLE: dict[str, tuple[type[BaseModel], Callable[[Any, Parents, Settings], list[CheckResult]]]] = {
-    "context": (BusinessContext, lambda a, up, s: check_context(a)),
-    "schema": (DataSchema, lambda a, up, s: check_schema(a)),
-    "sop": (SOPDocument, lambda a, up, s: check_sop(a, up["schema"])),
-    "api_graph": (APIGraph, lambda a, up, s: check_graph(a, up["schema"], up["sop"])),
-    "tools": (ToolsArtifact, _check_tools),
-}
-PARENT_MODELS: dict[str, type[BaseModel]] = {
-    "context": BusinessContext, "schema": DataSchema, "sop": SOPDocument, "api_graph": APIGraph,
-    "dataset": Dataset, "tools": ToolsArtifact,
-}
 
 
 @dataclass
@@ -69,9 +34,10 @@ class CheckedEdit:
 
 
 def review_text(stage: str, content: dict[str, Any]) -> str:
-    """The text a reviewer edits and a diff compares: the SOP's text, else indented JSON."""
-    if stage == "sop":
-        return content.get("text", "")
+    """The text a reviewer edits and a diff compares: the stage's text form (the SOP's text), else indented JSON."""
+    edit = stage_spec(stage).edit
+    if edit is not None and edit.text_of is not None:
+        return edit.text_of(content)
     return json.dumps(content, indent=2, sort_keys=True, ensure_ascii=False)
 
 
@@ -81,15 +47,15 @@ def unified_diff(stage: str, before: dict[str, Any], after: dict[str, Any]) -> s
     return "\n".join(lines)
 
 
-def _parse(stage: str, text: str, original: dict[str, Any]) -> BaseModel:
-    model = EDITABLE[stage][0]
-    if stage == "sop":
-        try:  # the SOP as JSON of its content, or just its text
+def _parse(spec: StageSpec, text: str, original: dict[str, Any]) -> BaseModel:
+    stage, edit = spec.name, spec.edit
+    if edit is not None and edit.parse_text is not None:
+        try:  # the artifact as JSON of its content, or just its text form
             data = json.loads(text)
             text = data["text"] if isinstance(data, dict) and "text" in data else text
         except ValueError:
             pass
-        return SOPDocument.parse(f"<SOP>\n{text.strip()}\n</SOP>", title=original.get("title", ""))
+        return edit.parse_text(text, original)
     try:
         data = yaml.safe_load(text)  # YAML is a superset of JSON
     except yaml.YAMLError as err:
@@ -98,9 +64,10 @@ def _parse(stage: str, text: str, original: dict[str, Any]) -> BaseModel:
     if not isinstance(data, dict):
         raise UserError(f"edited {stage} must be a JSON/YAML mapping of the artifact's fields, not {type(data).__name__}")
     try:
-        return model.model_validate(data)
+        return spec.model.model_validate(data)
     except ValidationError as err:
-        raise UserError(f"edited {stage} does not fit the artifact's shape: {describe_validation_error(err, model.__name__)}") from None
+        raise UserError(f"edited {stage} does not fit the artifact's shape: "
+                        f"{describe_validation_error(err, spec.model.__name__)}") from None
 
 
 def check_edit(stage: str, text: str, original: dict[str, Any], parents: dict[str, dict[str, Any]],
@@ -121,14 +88,15 @@ def check_edit(stage: str, text: str, original: dict[str, Any], parents: dict[st
         UserError: One line naming why the edit is refused (not editable, unparsable, empty,
             unchanged, or a blocking check failed).
     """
-    if stage not in EDITABLE:
+    spec = stage_spec(stage)
+    if spec.edit is None:
         raise UserError(f"the {stage} artifact is computed, not written, so it cannot be edited: "
                         f"reject it with feedback, or edit an upstream stage")
     if not text.strip():
         raise UserError(f"the edited {stage} is empty: paste the corrected artifact (or choose approve/reject)")
-    artifact = _parse(stage, text, original)
-    up = {name: PARENT_MODELS[name].model_validate(content) for name, content in parents.items() if name in PARENT_MODELS}
-    checks = EDITABLE[stage][1](artifact, up, settings)
+    artifact = _parse(spec, text, original)
+    up = {name: stage_spec(name).model.model_validate(content) for name, content in parents.items()}
+    checks = spec.edit.check(artifact, up, settings)
     failures = blocking_failures(checks)
     if failures:
         listed = "; ".join(f"{c.name}: {c.message}" for c in failures[:3])

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sopforge.schemas.checks import CheckResult
+from sopforge.checks import CheckResult
 
 ErrorKind = Literal["timeout", "cpu_limit", "memory_limit", "policy_violation", "load_error", "crash", "bad_output"]
 Layer = Literal["ast_policy", "rlimits", "audit_hook", "network_namespace", "wall_clock"]

@@ -21,7 +21,7 @@ import ast
 import re
 from dataclasses import asdict, dataclass
 
-from sopforge.schemas.checks import CheckResult, check
+from sopforge.checks import CheckResult, check
 from sopforge.sandbox.anchors import PathAnchors, bound_names, collect_aliases, fold_str, qualify
 from sopforge.sandbox.rules import (
     CLOCK_ATTRS, CLOCK_PARSERS, DANGEROUS_DUNDER_STRINGS, DEFAULT_ALLOWED, DENIED_MODULES,

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from sopforge.errors import UserError
-from sopforge.schemas.checks import CheckResult
+from sopforge.checks import CheckResult
 from sopforge.sandbox.models import SandboxLimits, SandboxResult
 from sopforge.sandbox.outcome import ChildReport, classify
 from sopforge.sandbox.policy import DEFAULT_ALLOWED, check_code, imported_modules

@@ -15,8 +15,8 @@ from typing import Any
 import duckdb
 
 from sopforge.llm.types import LLMCallRecord, sha256_json
-from sopforge.schemas.checks import CheckResult
-from sopforge.schemas.funnel import COUNTS as FUNNEL_COUNTS, FunnelRow
+from sopforge.checks import CheckResult
+from sopforge.funnel import COUNTS as FUNNEL_COUNTS, FunnelRow
 
 from .records import ArtifactRecord, RunRecord, StageRunRecord, ValidationRecord
 
@@ -99,7 +99,7 @@ def runs_matching(con: Con, prefix: str) -> list[RunRecord]:
 # --- stage runs ---------------------------------------------------------------------------
 
 def insert_stage_run(con: Con, run_id: str, stage: str, *, status: str = "running",
-                     artifact_id: str | None = None) -> str:
+                     artifact_id: str | None = None, family: str | None = None) -> str:
     """Insert the next attempt of ``stage`` in ``run_id`` and return its id."""
     attempt = con.execute(
         "SELECT coalesce(max(attempt), 0) + 1 FROM stage_runs WHERE run_id = ? AND stage = ?",
@@ -107,10 +107,10 @@ def insert_stage_run(con: Con, run_id: str, stage: str, *, status: str = "runnin
     stage_run_id = new_id("s", 12)
     ts = now()
     con.execute(
-        "INSERT INTO stage_runs (id, run_id, stage, attempt, status, artifact_id, error, started_at, "
+        "INSERT INTO stage_runs (id, run_id, stage, family, attempt, status, artifact_id, error, started_at, "
         "finished_at, llm_calls, input_tokens, output_tokens, cost_usd) "
-        "VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, 0, 0, 0, 0)",
-        [stage_run_id, run_id, stage, attempt, status, artifact_id, ts,
+        "VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, 0, 0, 0, 0)",
+        [stage_run_id, run_id, stage, family, attempt, status, artifact_id, ts,
          None if status == "running" else ts],
     )
     return stage_run_id
@@ -165,7 +165,7 @@ def stage_runs_for(con: Con, run_id: str) -> list[StageRunRecord]:
 
 # --- artifacts ----------------------------------------------------------------------------
 
-def insert_artifact(con: Con, *, run_id: str, stage: str, kind: str, content_json: str,
+def insert_artifact(con: Con, *, run_id: str, stage: str, family: str | None, kind: str, content_json: str,
                     content_sha: str, input_key: str, template_id: str | None,
                     template_hash: str | None, model: str | None, status: str) -> tuple[str, int]:
     """Insert the next version of ``(run_id, stage)``; return ``(artifact_id, version)``."""
@@ -174,10 +174,10 @@ def insert_artifact(con: Con, *, run_id: str, stage: str, kind: str, content_jso
         [run_id, stage]).fetchone()[0]
     artifact_id = new_id("a", 12)
     con.execute(
-        "INSERT INTO artifacts (id, run_id, stage, kind, version, content, content_hash, input_key, "
+        "INSERT INTO artifacts (id, run_id, stage, family, kind, version, content, content_hash, input_key, "
         "template_id, template_hash, model, created_at, status) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [artifact_id, run_id, stage, kind, version, content_json, content_sha, input_key,
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [artifact_id, run_id, stage, family, kind, version, content_json, content_sha, input_key,
          template_id, template_hash, model, now(), status],
     )
     return artifact_id, version
@@ -230,11 +230,12 @@ def dataset_rows(con: Con, artifact_id: str) -> list[dict[str, Any]]:
     return [json.loads(d) for (d,) in found]
 
 
-def insert_funnel(con: Con, artifact_id: str, run_id: str, stage: str, rows: list[FunnelRow]) -> None:
+def insert_funnel(con: Con, artifact_id: str, run_id: str, stage: str, rows: list[FunnelRow], *,
+                  family: str | None = None) -> None:
     con.executemany(
-        "INSERT INTO funnel (artifact_id, run_id, stage, ordinal, component, item_type, generated, verified, "
-        "retried, dropped, kept) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [[artifact_id, run_id, stage, i, r.component, r.item_type, *(getattr(r, c) for c in FUNNEL_COUNTS)]
+        "INSERT INTO funnel (artifact_id, run_id, stage, family, ordinal, component, item_type, generated, verified, "
+        "retried, dropped, kept) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [[artifact_id, run_id, stage, family, i, r.component, r.item_type, *(getattr(r, c) for c in FUNNEL_COUNTS)]
          for i, r in enumerate(rows)])
 
 

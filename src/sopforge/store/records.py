@@ -11,8 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from sopforge.schemas.checks import CheckResult
-from sopforge.schemas.funnel import FunnelRow
+from sopforge.checks import CheckResult
+from sopforge.funnel import FunnelRow
 
 RunStatus = Literal["running", "awaiting_review", "succeeded", "failed", "needs_review", "cancelled"]
 ReviewDecisionName = Literal["approve", "reject", "edit", "needs_review", "refused", "timeout"]
@@ -45,6 +45,7 @@ class StageRunRecord(BaseModel):
     id: str = Field(description="Stage run id, 's-' followed by 12 hex digits.")
     run_id: str = Field(description="Run this attempt belongs to.")
     stage: str = Field(description="Stage name, e.g. 'sop'.")
+    family: str | None = Field(None, description="Benchmark family of the stage; None for shared stages (context).")
     attempt: int = Field(description="1, 2, ... per (run, stage).")
     status: StageStatus = Field(description="running, succeeded, failed or reused.")
     artifact_id: str | None = Field(None, description="Artifact produced (or reused) by this attempt.")
@@ -63,6 +64,7 @@ class ArtifactRecord(BaseModel):
     id: str = Field(description="Artifact id, 'a-' followed by 12 hex digits.")
     run_id: str = Field(description="Run that produced the artifact.")
     stage: str = Field(description="Stage that produced it.")
+    family: str | None = Field(None, description="Benchmark family of the stage; None for shared stages (context).")
     kind: str = Field(description="Artifact model name, e.g. 'SOPDocument'.")
     version: int = Field(description="1, 2, ... per (run_id, stage).")
     content: dict[str, Any] = Field(description="The artifact itself, as JSON.")
@@ -144,6 +146,7 @@ class ArtifactWrite(BaseModel):
 
     run_id: str = Field(description="Run producing the artifact.")
     stage: str = Field(description="Stage producing it.")
+    family: str | None = Field(None, description="Benchmark family of the stage; None for shared stages.")
     kind: str = Field(description="Artifact model name, e.g. 'SOPDocument'.")
     content: dict[str, Any] = Field(description="The artifact as JSON-serialisable data (model_dump(mode='json')).")
     input_key: str = Field(description="Hash of upstream content hashes, template hash, model and params.")

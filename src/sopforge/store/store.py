@@ -12,8 +12,8 @@ from typing import Any
 
 from sopforge.errors import UserError
 from sopforge.llm.types import LLMCallRecord
-from sopforge.schemas.checks import blocking_failures
-from sopforge.schemas.funnel import FunnelRow
+from sopforge.checks import blocking_failures
+from sopforge.funnel import FunnelRow
 
 from . import queries as q
 from . import review_queries as rq
@@ -121,7 +121,7 @@ class Store(StoreBase):
 
     # --- stage runs -------------------------------------------------------------------
 
-    def start_stage(self, run_id: str, stage: str) -> str:
+    def start_stage(self, run_id: str, stage: str, family: str | None = None) -> str:
         """Record the next attempt of ``stage`` in ``run_id`` as running; return its id.
 
         Raises:
@@ -130,7 +130,7 @@ class Store(StoreBase):
         with self._write() as con, transaction(con):
             if not q.fetch_one(con, "SELECT id FROM runs WHERE id = ?", [run_id]):
                 raise ValueError(f"unknown run {run_id!r}")
-            return q.insert_stage_run(con, run_id, stage)
+            return q.insert_stage_run(con, run_id, stage, family=family)
 
     def finish_stage(self, stage_run_id: str, status: typing.Literal["succeeded", "failed"], *,
                      artifact_id: str | None = None, error: str | None = None) -> None:
@@ -146,7 +146,7 @@ class Store(StoreBase):
         with self._write() as con, transaction(con):
             q.finish_stage_run(con, stage_run_id, status, artifact_id=artifact_id, error=error)
 
-    def record_reuse(self, run_id: str, stage: str, artifact_id: str) -> str:
+    def record_reuse(self, run_id: str, stage: str, artifact_id: str, family: str | None = None) -> str:
         """Record that ``run_id`` reuses an existing artifact for ``stage`` instead of
         recomputing it; return the new stage run id (status ``reused``).
 
@@ -158,7 +158,7 @@ class Store(StoreBase):
                 raise ValueError(f"unknown run {run_id!r}")
             if q.get_artifact(con, artifact_id) is None:
                 raise ValueError(f"unknown artifact {artifact_id!r}")
-            return q.insert_stage_run(con, run_id, stage, status="reused", artifact_id=artifact_id)
+            return q.insert_stage_run(con, run_id, stage, status="reused", artifact_id=artifact_id, family=family)
 
     def stage_runs_for(self, run_id: str) -> list[StageRunRecord]:
         """Every stage attempt of a run, in the order they started."""
@@ -216,7 +216,7 @@ class Store(StoreBase):
         if missing:
             raise ValueError(f"unknown parent artifact(s): {', '.join(missing)}")
         artifact_id, _ = q.insert_artifact(
-            con, run_id=write.run_id, stage=write.stage, kind=write.kind,
+            con, run_id=write.run_id, stage=write.stage, family=write.family, kind=write.kind,
             content_json=content_json, content_sha=q.content_hash(write.content),
             input_key=write.input_key, template_id=write.template_id,
             template_hash=write.template_hash, model=write.model, status=write.status)
@@ -227,7 +227,7 @@ class Store(StoreBase):
         if write.rows is not None:
             q.insert_dataset_rows(con, artifact_id, write.rows, write.row_id_field)
         if write.funnel:
-            q.insert_funnel(con, artifact_id, write.run_id, write.stage, write.funnel)
+            q.insert_funnel(con, artifact_id, write.run_id, write.stage, write.funnel, family=write.family)
         if write.stage_run_id:
             q.finish_stage_run(con, write.stage_run_id, stage_status, artifact_id=artifact_id, error=stage_error)
         return artifact_id

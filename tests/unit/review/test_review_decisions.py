@@ -9,9 +9,11 @@ import pytest
 import yaml
 
 from sopforge.review.gate import apply_decision, auto_decide
-from sopforge.schemas.context import BusinessContext
-from sopforge.schemas.data_schema import DataSchema, check_schema
-from sopforge.schemas.sop import SOPDocument, check_sop
+from sopforge.context.model import BusinessContext
+from sopforge.families.sop_tools.models.data_schema import DataSchema
+from sopforge.families.sop_tools.models.sop import SOPDocument
+from sopforge.families.sop_tools.verify.schema_checks import check_schema
+from sopforge.families.sop_tools.verify.sop_checks import check_sop
 from sopforge.settings import Settings
 from sopforge.store import ArtifactWrite, Store
 

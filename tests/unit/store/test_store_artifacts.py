@@ -6,7 +6,7 @@ import pytest
 
 from sopforge.errors import UserError
 from sopforge.llm.types import sha256_json
-from sopforge.schemas.checks import check
+from sopforge.checks import check
 from sopforge.store import ArtifactWrite, content_hash
 from sopforge.store import queries
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from sopforge.schemas.funnel import Funnel, FunnelRow, funnel_table
+from sopforge.funnel import Funnel, FunnelRow, funnel_table
 from sopforge.store import queries
 
 

@@ -10,7 +10,7 @@ import pytest
 from pydantic import SecretStr
 
 from sopforge.errors import UserError
-from sopforge.schemas.checks import check
+from sopforge.checks import check
 
 
 def test_runs_get_short_readable_ids_and_start_running(store, run_id):

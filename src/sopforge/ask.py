@@ -1,0 +1,189 @@
+"""The ask-parse-check loop every LLM stage shares.
+
+A stage renders its prompt, asks the model, parses and checks the answer, and on failure
+asks again in the same conversation with the errors quoted, up to ``settings.max_attempts``
+times (DESIGN, "LLM gateway": a malformed response is re-asked with the error included).
+The raw text of every attempt is kept, on success and on failure, because a reviewer
+debugging a bad run needs to see what the model actually said.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, Field, ValidationError
+
+from sopforge.errors import ValidationFailed
+from sopforge.llm.types import LLMClient, LLMRequest, Message
+from sopforge.parsing import ParseError, describe_validation_error, one_line
+from sopforge.prompts import RenderedPrompt
+from sopforge.checks import CheckResult, blocking_failures
+from sopforge.settings import Settings
+
+__all__ = ["StageResult", "ask_keeping_answers", "ask_until_valid", "failed_with_answers", "with_feedback",
+           "reask_message"]
+
+T = TypeVar("T", bound=BaseModel)
+
+FEEDBACK_LEAD = "Reviewer feedback on the previous version, address it:"
+REASK_LEAD = "Your answer could not be accepted:"
+REASK_TAIL = "Reply again with the complete answer in the same format."
+
+
+class StageResult(BaseModel, Generic[T]):
+    """An accepted artifact with the provenance the store records alongside it."""
+
+    artifact: T = Field(description="The parsed artifact that passed every blocking check.")
+    checks: list[CheckResult] = Field(description="Results of the accepted attempt, warnings included.")
+    template_id: str = Field(description="Prompt template id, e.g. 'teller/context'.")
+    template_hash: str = Field(description="sha256 of the template source.")
+    prompt_hash: str = Field(description="sha256 of the rendered prompt (before re-asks and feedback).")
+    model: str = Field(description="Model the request named.")
+    attempts: int = Field(description="Attempts used, 1 when the first answer was accepted.")
+    raw_texts: list[str] = Field(description="Raw model answer of every attempt, in order; the last was accepted.")
+
+
+def with_feedback(text: str, feedback: str | None) -> str:
+    """Append a reviewer's feedback to a rendered prompt as a final paragraph.
+
+    Args:
+        text: The rendered prompt.
+        feedback: Free text from a human reviewer, or None.
+
+    Returns:
+        The prompt unchanged when there is no (non-blank) feedback.
+    """
+    if feedback is None or not feedback.strip():
+        return text
+    return f"{text.rstrip()}\n\n{FEEDBACK_LEAD} {feedback.strip()}"
+
+
+def reask_message(errors: list[str]) -> str:
+    """The user turn that quotes why the previous answer was refused.
+
+    Args:
+        errors: One line per problem.
+
+    Returns:
+        The message text.
+    """
+    listed = "\n".join(f"- {e}" for e in errors)
+    return f"{REASK_LEAD}\n{listed}\n{REASK_TAIL}"
+
+
+def _failure_report(stage: str, checks: list[CheckResult]) -> list[dict[str, Any]]:
+    return [{"name": c.name, "message": c.message, "severity": c.severity, "details": c.details}
+            for c in blocking_failures(checks)]
+
+
+def ask_until_valid(
+    llm: LLMClient,
+    rendered: RenderedPrompt,
+    *,
+    parse_and_check: Callable[[str], tuple[T, list[CheckResult]]],
+    stage: str,
+    call_key_prefix: str,
+    settings: Settings,
+    model: str,
+    temperature: float,
+    feedback: str | None = None,
+) -> StageResult[T]:
+    """Ask the model until its answer parses and passes every blocking check.
+
+    Args:
+        llm: Any LLMClient (normally the Gateway).
+        rendered: The rendered stage prompt; sent as the first user message.
+        parse_and_check: Turns raw text into (artifact, checks); raises ParseError or a
+            pydantic ValidationError when the text cannot be read.
+        stage: Stage name recorded on each request, e.g. ``"sop"``.
+        call_key_prefix: ``"<theme_slug>/<stage>/<item>"``; attempt n uses ``"<prefix>/a<n>"``.
+        settings: Supplies ``max_attempts`` and ``max_tokens``.
+        model: Model name sent with the request.
+        temperature: Sampling temperature.
+        feedback: Reviewer feedback to address, appended to the prompt.
+
+    Returns:
+        The accepted artifact with its checks, template identity and every raw answer.
+
+    Raises:
+        ValidationFailed: No attempt was accepted; ``report`` lists the last attempt's
+            failures and ``raw_texts`` holds every answer.
+        ProviderError, ResponsePending: Raised by ``llm`` and passed through unchanged.
+    """
+    messages = [Message(role="user", content=with_feedback(rendered.text, feedback))]
+    raw_texts: list[str] = []
+    report: list[dict[str, Any]] = []
+    for attempt in range(1, settings.max_attempts + 1):
+        request = LLMRequest(
+            messages=list(messages), model=model, temperature=temperature, max_tokens=settings.max_tokens,
+            call_key=f"{call_key_prefix}/a{attempt}", stage=stage, attempt=attempt,
+            template_id=rendered.template_id, template_hash=rendered.template_hash,
+        )
+        raw = llm.complete(request).text
+        raw_texts.append(raw)
+        try:
+            artifact, checks = parse_and_check(raw)
+        except ParseError as exc:
+            report = [{"name": f"{stage}.parse", "message": str(exc), "severity": "error", "details": {}}]
+        except ValidationError as exc:
+            # Models that validate in parse_and_check should wrap this as ParseError; a raw
+            # ValidationError is still the answer's fault, so it is re-asked, not raised.
+            report = [{"name": f"{stage}.model", "message": describe_validation_error(exc, stage),
+                       "severity": "error", "details": {}}]
+        else:
+            report = _failure_report(stage, checks)
+            if not report:
+                return StageResult[Any](
+                    artifact=artifact, checks=checks, template_id=rendered.template_id,
+                    template_hash=rendered.template_hash, prompt_hash=rendered.prompt_hash,
+                    model=model, attempts=attempt, raw_texts=raw_texts,
+                )
+        if attempt < settings.max_attempts:
+            messages += [Message(role="assistant", content=raw),
+                         Message(role="user", content=reask_message([f"{r['name']}: {r['message']}" for r in report]))]
+    raise _validation_failed(stage, report, raw_texts)
+
+
+def ask_keeping_answers(raw_texts: list[str], llm: LLMClient, rendered: RenderedPrompt, *, step: str | None = None,
+                        **kwargs: Any) -> StageResult:
+    """:func:`ask_until_valid` for stages that ask several times: every raw answer, accepted or
+    not, is appended to ``raw_texts``, so the stage can keep all of them whatever happens next.
+
+    Args:
+        raw_texts: The stage's list of raw answers so far (extended in place).
+        llm, rendered: As for :func:`ask_until_valid`.
+        step: When given, a failure is re-raised as ``"<stage>: <step> step: …"`` carrying all of
+            ``raw_texts``; otherwise the ValidationFailed passes through unchanged.
+        **kwargs: The keyword arguments of :func:`ask_until_valid` (``stage`` included).
+    """
+    try:
+        result = ask_until_valid(llm, rendered, **kwargs)
+    except ValidationFailed as exc:
+        raw_texts.extend(getattr(exc, "raw_texts", []))
+        if step is None:
+            raise
+        stage = kwargs["stage"]
+        raise failed_with_answers(f"{stage}: {step} step: {str(exc).removeprefix(stage + ': ')}", exc.report,
+                                  raw_texts) from exc
+    raw_texts.extend(result.raw_texts)
+    return result
+
+
+def failed_with_answers(message: str, report: list[dict[str, Any]], raw_texts: list[str]) -> ValidationFailed:
+    """A ValidationFailed that carries every raw answer so far (multi-ask stages re-raise with it)."""
+    err = ValidationFailed(message, report=report)
+    # errors.py is a fixed interface; the raw answers ride along as an attribute so callers
+    # (store, CLI) can keep them even when the stage produced no artifact.
+    err.raw_texts = list(raw_texts)  # type: ignore[attr-defined]
+    return err
+
+
+def _validation_failed(stage: str, report: list[dict[str, Any]], raw_texts: list[str]) -> ValidationFailed:
+    names = ", ".join(r["name"] for r in report)
+    noun = "check" if len(report) == 1 else "checks"
+    reasons = "; ".join(one_line(r["message"], 300) for r in report)
+    attempts = len(raw_texts)
+    return failed_with_answers(
+        f"{stage}: {noun} {names} failed after {attempts} attempt{'s' if attempts != 1 else ''}: {reasons}",
+        report, raw_texts)

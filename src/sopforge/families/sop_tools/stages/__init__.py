@@ -1,0 +1,1 @@
+"""One module per stage of the sop_tools family: a pure ``run(inputs, *, llm, settings, ...)``."""

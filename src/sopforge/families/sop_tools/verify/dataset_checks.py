@@ -1,0 +1,61 @@
+"""Row checks of a dataset batch, beside its GX suite (DESIGN, chain row 'dataset')."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sopforge.checks import CheckResult, check
+from sopforge.families.sop_tools.models.data_schema import DataSchema, FieldSpec
+from sopforge.families.sop_tools.models.dataset import (
+    LIST_ITEM_TYPES, MAX_QUOTED, item_problem, number_problem, offenders, quote_value,
+)
+
+__all__ = ["row_checks"]
+
+
+def _quoted(found: list[dict[str, Any]]) -> str:
+    shown = "; ".join(f"{o['field']}={o['value']} ({o['row']}: {o['problem']})" for o in found[:MAX_QUOTED])
+    return shown + (f"; … {len(found) - MAX_QUOTED} more" if len(found) > MAX_QUOTED else "")
+
+
+def row_checks(rows: list[dict[str, Any]], schema: DataSchema, id_field: str | None = None) -> list[CheckResult]:
+    """Value checks the GX suite cannot express.
+
+    GX tests types with ``isinstance``, and Python's ``True`` is an ``int``; list items are
+    not inspected by any core expectation. Both are checked here.
+
+    Args:
+        rows: Parsed rows (keys are existing fields).
+        schema: The data schema.
+        id_field: Field used to name rows in messages (see :func:`find_id_field`).
+
+    Returns:
+        ``dataset.rows.numbers`` and ``dataset.rows.list_items``, passed or not.
+    """
+    numeric = [f for f in schema.existing if f.type in ("integer", "float")]
+    bad_numbers = offenders(rows, numeric, id_field,
+                             lambda f, v: number_problem(v) if v is not None else None)
+    lists = [f for f in schema.existing if f.type in LIST_ITEM_TYPES]
+
+    def list_problem(f: FieldSpec, value: Any) -> str | None:
+        if not isinstance(value, list):
+            return None  # the GX type check reports it
+        kind = LIST_ITEM_TYPES[f.type]
+        for item in value:
+            why = item_problem(item, kind)
+            if why:
+                return f"item {quote_value(item)} is {why}"
+        return None
+
+    bad_items = offenders(rows, lists, id_field, list_problem)
+    return [
+        check("dataset.rows.numbers", not bad_numbers,
+              f"integer and float fields must hold numbers, never True/False: {_quoted(bad_numbers)}"
+              if bad_numbers else "numeric fields hold real numbers", offending=bad_numbers[:MAX_QUOTED],
+              count=len(bad_numbers)),
+        check("dataset.rows.list_items", not bad_items,
+              f"list fields must hold items of their declared type (list[string]: non-blank text; "
+              f"list[integer]: whole numbers; list[float]: numbers): {_quoted(bad_items)}"
+              if bad_items else "list items have their declared types", offending=bad_items[:MAX_QUOTED],
+              count=len(bad_items)),
+    ]

@@ -1,0 +1,201 @@
+"""The oracle agent: replays the ground truth through an exported folder and must score 1.00.
+
+An exported folder has the SOP-Bench layout (research/sopbench_format.md §1): ``metadata.json``
+(``input_columns``, ``output_columns``), ``test_set_with_outputs.csv`` (inputs, hidden columns,
+answers), ``tools.py`` and ``toolspecs.json``. The oracle knows each task's expected call
+sequence: it replays those calls, in order, through the folder's ``tools.py`` in a fresh sandbox
+process (one Manager for all tasks, as the harness does), then answers with the expected outputs.
+
+A task succeeds when every call returns without raising and returns exactly what was recorded
+during ground-truth computation, the call names a tool of ``toolspecs.json``, and the answer
+matches every CSV output column, both under SOP-Bench's matcher (lower-case, trim, ``_``/``-`` as
+spaces, substring either way, null-likes equal) and strictly (equal after that normalisation).
+This proves the exported CSV, tools and ground truth agree (docs/bundle.md, "Oracle check";
+teller.md §7 item 14; sopbench_format.md §9 item 8).
+
+Where the tasks come from (our decision): the caller passes them, or they are read from
+``tasks.jsonl`` inside the folder (one :class:`Task` JSON per line, in CSV row order). SOP-Bench
+ignores extra files, so the exporter may ship it; without either, the expected call sequences
+are unknown and :func:`oracle_check` refuses to guess. Task i is CSV row i (SOP-Bench's task id
+is the 0-based row position); its ``inputs`` must equal that row's input columns.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+from sopforge.errors import UserError
+from sopforge.families.sop_tools.models.ground_truth import OracleFailure, OracleReport, Task, csv_cell
+from sopforge.families.sop_tools.verify.ground_truth_bundle import (
+    CSV_FILE, TOOLS_FILE, TOOLSPECS_FILE, load_toolspecs,
+)
+from sopforge.families.sop_tools.verify.ground_truth_checks import json_equal
+from sopforge.sandbox import SandboxLimits, run_in_sandbox
+
+__all__ = ["METADATA_FILE", "TASKS_FILE", "harness_match", "normalize_answer", "oracle_check", "read_tasks_jsonl",
+           "strict_match", "write_tasks_jsonl"]
+
+METADATA_FILE = "metadata.json"
+TASKS_FILE = "tasks.jsonl"
+# SOP-Bench treats these predictions as equal to a missing expected value (sopbench_format.md §3.3).
+NULL_LIKE = frozenset({"", "none", "null", "na", "n/a", "nan", "unknown"})
+
+
+def normalize_answer(value: Any) -> str:
+    """Normalise a label the way SOP-Bench compares it: lower-case, trimmed, ``_``/``-`` as spaces."""
+    text = csv_cell(value) if not isinstance(value, str) else value
+    return " ".join(text.strip().lower().replace("_", " ").replace("-", " ").split())
+
+
+def harness_match(predicted: Any, expected: Any) -> bool:
+    """SOP-Bench's lenient matcher: null-likes equal each other, else equal or one contains the other."""
+    p, e = normalize_answer(predicted), normalize_answer(expected)
+    if e in NULL_LIKE or p in NULL_LIKE:
+        return e in NULL_LIKE and p in NULL_LIKE
+    return p == e or p in e or e in p
+
+
+def strict_match(predicted: Any, expected: Any) -> bool:
+    """Equal after normalisation, with no substring leniency."""
+    return normalize_answer(predicted) == normalize_answer(expected)
+
+
+def write_tasks_jsonl(path: Path, tasks: list[Task]) -> Path:
+    """Write one Task JSON per line (the oracle's input next to an exported folder)."""
+    with open(path, "w", encoding="utf-8") as handle:
+        for task in tasks:
+            handle.write(task.model_dump_json() + "\n")
+    return Path(path)
+
+
+def read_tasks_jsonl(path: Path) -> list[Task]:
+    """Read the tasks written by :func:`write_tasks_jsonl` (blank lines ignored)."""
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    return [Task.model_validate_json(line) for line in lines if line.strip()]
+
+
+def _load_folder(folder: Path) -> tuple[dict[str, Any], list[dict[str, str]], set[str], list[str]]:
+    problems = []
+    metadata: dict[str, Any] = {}
+    rows: list[dict[str, str]] = []
+    tools: set[str] = set()
+    for name in (METADATA_FILE, CSV_FILE, TOOLS_FILE, TOOLSPECS_FILE):
+        if not (folder / name).is_file():
+            problems.append(f"{name} is missing")
+    if problems:
+        return metadata, rows, tools, problems
+    try:
+        metadata = json.loads((folder / METADATA_FILE).read_text(encoding="utf-8"))
+        tools = set(load_toolspecs(folder / TOOLSPECS_FILE))
+    except (ValueError, OSError) as exc:
+        return metadata, rows, tools, [f"cannot read the folder: {exc}"]
+    with open(folder / CSV_FILE, newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        rows = list(reader)
+        header = reader.fieldnames or []
+    for key in ("input_columns", "output_columns"):
+        columns = metadata.get(key)
+        if not isinstance(columns, list) or not columns:
+            problems.append(f"{METADATA_FILE} needs a non-empty list {key}")
+        elif absent := [c for c in columns if c not in header]:
+            problems.append(f"{key} not in the CSV header: {', '.join(absent)}")
+    return metadata, rows, tools, problems
+
+
+def oracle_check(folder: Path, tasks: list[Task] | None = None, *, limits: SandboxLimits | None = None) -> OracleReport:
+    """Replay every task's expected calls through the folder's tools and score the oracle's answers.
+
+    Args:
+        folder: An exported folder in the SOP-Bench layout.
+        tasks: The tasks, in CSV row order; None reads ``<folder>/tasks.jsonl``.
+        limits: Sandbox limits for the replay process.
+
+    Returns:
+        The report: ECR, TSR (SOP-Bench matcher), strict TSR, failing tasks with reasons.
+
+    Raises:
+        UserError: The folder does not exist, or no tasks were given and there is no tasks.jsonl.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise UserError(f"oracle folder {folder} does not exist")
+    if tasks is None:
+        if not (folder / TASKS_FILE).is_file():
+            raise UserError(f"no tasks given and no {TASKS_FILE} in {folder}: the oracle needs each task's "
+                            "expected call sequence")
+        tasks = read_tasks_jsonl(folder / TASKS_FILE)
+    metadata, rows, tool_names, problems = _load_folder(folder)
+    n = max(len(rows), len(tasks))
+    if problems:
+        return OracleReport(folder=str(folder), n_tasks=n, completed=0, correct=0, strict_correct=0, tool_calls=0,
+                            tool_calls_ok=0, problems=problems)
+    if len(rows) != len(tasks):
+        problems.append(f"{CSV_FILE} has {len(rows)} rows but there are {len(tasks)} tasks")
+
+    groups = [[{"tool": c.tool, "input": c.input} for c in t.expected_calls] for t in tasks]
+    replay = run_in_sandbox(folder, TOOLS_FILE, {"op": "call_tools", "groups": groups, "instance": "shared"},
+                            limits=limits)
+    if not replay.ok:
+        problems.append(f"replaying the calls failed ({replay.error_kind}): {replay.error_message}")
+
+    completed = correct = strict_correct = calls = calls_ok = 0
+    failures = []
+    inputs, outputs = metadata["input_columns"], metadata["output_columns"]
+    for i in range(n):
+        task = tasks[i] if i < len(tasks) else None
+        row = rows[i] if i < len(rows) else None
+        task_id = task.task_id if task else f"csv row {i}"
+        if task is None or row is None:
+            reason = "no task for this CSV row" if task is None else "no CSV row for this task"
+            failures.append(OracleFailure(task_id=task_id, row_index=i, reasons=[reason]))
+            continue
+        reasons = []
+        differ = [c for c in inputs if row.get(c) != csv_cell(task.inputs.get(c))]
+        if differ:
+            reasons.append(f"CSV row {i} inputs differ from the task's: {', '.join(differ)}")
+        outcomes = replay.results[i] if i < len(replay.results) else None
+        if outcomes is None:
+            reasons.append("the calls were not replayed (sandbox failure)")
+        else:
+            calls += len(outcomes)
+            for expected, outcome in zip(task.expected_calls, outcomes, strict=True):
+                if expected.tool not in tool_names:
+                    reasons.append(f"{expected.tool} is not in {TOOLSPECS_FILE} (the harness would reject the call)")
+                if not outcome.ok:
+                    err = outcome.error
+                    reasons.append(f"{expected.tool} raised {err.type}: {err.message}" if err
+                                   else f"{expected.tool} raised")
+                    continue
+                calls_ok += 1
+                if not outcome.json_ok:
+                    reasons.append(f"{expected.tool} returned a value that is not JSON-encodable "
+                                   f"({outcome.unencodable})")
+                elif not json_equal(outcome.result, expected.output):
+                    reasons.append(f"{expected.tool} returned {json.dumps(outcome.result)}, recorded "
+                                   f"{json.dumps(expected.output)}")
+            if all(o.ok for o in outcomes):
+                completed += 1
+        loose = strict = not reasons
+        for column in outputs:
+            if column not in task.expected_outputs:
+                reasons.append(f"the task has no expected value for output column {column}")
+                loose = strict = False
+                continue
+            answer, label = task.expected_outputs[column], row.get(column, "")
+            if not harness_match(answer, label):
+                loose = False
+                reasons.append(f"answer {column}={csv_cell(answer)!r} does not match the CSV label {label!r}")
+            elif not strict_match(answer, label):
+                reasons.append(f"answer {column}={csv_cell(answer)!r} matches the CSV label {label!r} "
+                               "only by substring")
+            strict = strict and strict_match(answer, label)
+        correct += loose
+        strict_correct += strict
+        if reasons:
+            failures.append(OracleFailure(task_id=task_id, row_index=i, reasons=reasons))
+    return OracleReport(folder=str(folder), n_tasks=n, completed=completed, correct=correct,
+                        strict_correct=strict_correct, tool_calls=calls, tool_calls_ok=calls_ok, problems=problems,
+                        failures=failures)

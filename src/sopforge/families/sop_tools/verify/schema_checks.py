@@ -1,0 +1,120 @@
+"""Checks a data schema must pass before the SOP stage runs (DESIGN, chain row 'schema')."""
+
+from __future__ import annotations
+
+import itertools
+
+from sopforge.checks import CheckResult, check
+from sopforge.families.sop_tools.models.data_schema import (
+    ALLOWED_TYPES, BLOCKS, MAX_FIELDS, NUMERIC_TYPES, SNAKE_CASE_RE, DataSchema,
+)
+from sopforge.labels import NA_TOKENS, normalize_label
+
+__all__ = ["check_schema"]
+
+
+def _result(name: str, bad: list[str], fail: str, ok: str, **details) -> CheckResult:
+    return check(name, not bad, fail if bad else ok, **details)
+
+
+def check_schema(schema: DataSchema) -> list[CheckResult]:
+    """Checks that must hold before the SOP stage runs (DESIGN, chain row 'schema').
+
+    Args:
+        schema: A parsed data schema.
+
+    Returns:
+        One CheckResult per check, passed or not.
+    """
+    fields = schema.fields
+    results = []
+
+    bad_names = [f.name for f in fields if not SNAKE_CASE_RE.match(f.name)]
+    results.append(_result("schema.names_snake_case", bad_names,
+                           f"field names are not snake_case: {', '.join(bad_names)}; use lower_case_with_underscores",
+                           "all names are snake_case", names=bad_names))
+
+    counts: dict[str, int] = {}
+    for f in fields:
+        counts[f.name] = counts.get(f.name, 0) + 1
+    dupes = [n for n, c in counts.items() if c > 1]
+    results.append(_result("schema.names_unique", dupes,
+                           f"field names used more than once: {', '.join(dupes)}; give every field its own name",
+                           "names are unique", names=dupes))
+
+    bad_types = [f"{f.name} ({f.type})" for f in fields if f.type not in ALLOWED_TYPES]
+    results.append(_result("schema.types_allowed", bad_types,
+                           f"unknown types: {', '.join(bad_types)}; use one of: {', '.join(ALLOWED_TYPES)}",
+                           "all types are allowed", fields=bad_types))
+
+    bad_choices = []
+    for f in fields:
+        if f.type == "enum" and len(set(f.choices or [])) < 2:
+            bad_choices.append(f"{f.name} (enum needs at least 2 choices)")
+        elif f.choices is not None and f.type not in ("enum", "string"):
+            bad_choices.append(f"{f.name} (choices on a {f.type} field)")
+        elif f.choices is not None and len(set(f.choices)) != len(f.choices):
+            bad_choices.append(f"{f.name} (repeated choice)")
+    results.append(_result("schema.enum_choices", bad_choices,
+                           f"bad choices: {'; '.join(bad_choices)}; write [choices: a | b | c] on enum (or string) fields only",
+                           "enum fields list their choices", fields=bad_choices))
+
+    bad_ranges = []
+    for f in fields:
+        if f.minimum is None:
+            continue
+        if f.type not in NUMERIC_TYPES:
+            bad_ranges.append(f"{f.name} (range on a {f.type} field)")
+        elif f.minimum > f.maximum:
+            bad_ranges.append(f"{f.name} ({f.minimum} > {f.maximum})")
+    results.append(_result("schema.ranges_valid", bad_ranges,
+                           f"bad ranges: {'; '.join(bad_ranges)}; ranges go on integer/float fields as [range: LOW to HIGH] with LOW <= HIGH",
+                           "ranges are valid", fields=bad_ranges))
+
+    empty = [tag for tag, role in BLOCKS if not any(f.role == role for f in fields)]
+    results.append(_result("schema.partitions_non_empty", empty,
+                           f"empty partition(s): {', '.join('<' + t + '>' for t in empty)}; both must list at least one field",
+                           "both partitions are non-empty", empty=empty))
+
+    too_many = [str(len(fields))] if len(fields) > MAX_FIELDS else []
+    results.append(_result("schema.field_count", too_many,
+                           f"{len(fields)} fields; keep at most {MAX_FIELDS}", f"{len(fields)} fields", count=len(fields)))
+
+    decisions = schema.decisions
+    results.append(check("schema.decision_present", bool(decisions),
+                         "no field is marked [decision]; mark the final answer(s) in <Field_to_be_obtained> with [decision]"
+                         if not decisions else f"decision fields: {', '.join(f.name for f in decisions)}",
+                         fields=[f.name for f in decisions]))
+
+    bad_decisions = [f"{f.name} ({'an existing field' if f.role == 'existing' else f.type})"
+                     for f in decisions if f.role != "to_be_obtained" or f.type not in ("enum", "boolean")]
+    results.append(_result("schema.decision_fields_valid", bad_decisions,
+                           f"invalid [decision] fields: {', '.join(bad_decisions)}; a decision must be an enum or boolean field in <Field_to_be_obtained>",
+                           "decision fields are enum/boolean outputs", fields=bad_decisions))
+
+    # Every choice list, not only decisions: an input cell "None" reaches the agent as "nan".
+    na_labels = [f"{f.name}: {label!r}" for f in fields for label in (f.labels() if f.decision else f.choices or [])
+                 if label.strip().lower() in NA_TOKENS]
+    results.append(_result("schema.labels_not_na", na_labels,
+                           f"labels that read as missing values: {', '.join(na_labels)}; "
+                           "use a word such as not_applicable or no_insurance instead",
+                           "no label is NA-like", labels=na_labels))
+
+    overlaps = []
+    for f in decisions:
+        for a, b in itertools.combinations(f.labels(), 2):
+            na, nb = normalize_label(a), normalize_label(b)
+            if na in nb or nb in na:
+                inner, outer = (a, b) if len(na) <= len(nb) else (b, a)
+                overlaps.append(f"{f.name}: {inner!r} is inside {outer!r}")
+    results.append(_result("schema.decision_labels_distinct", overlaps,
+                           f"overlapping decision labels ({'; '.join(overlaps)}): SOP-Bench's lenient matcher accepts one for the other; "
+                           "rename so no label contains another (e.g. approved | rejected, not valid | invalid)",
+                           "decision labels are distinct", overlaps=overlaps))
+
+    ids = [f.name for f in schema.existing if f.name == "id" or f.name.endswith("_id")]
+    results.append(check("schema.unique_id_present", bool(ids),
+                         "no existing field looks like a unique row id (name ending in _id); tools need one to look records up"
+                         if not ids else f"id field(s): {', '.join(ids)}",
+                         severity="warning", fields=ids))
+    return results
