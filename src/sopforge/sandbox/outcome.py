@@ -98,7 +98,7 @@ def _exit_signal(report: ChildReport) -> int | None:
 def _failure(report: ChildReport, parsed: _Parsed, limits: SandboxLimits, expected: int) -> tuple[str | None, str]:
     code = report.exit_code if report.exit_code is not None else -1
     sig = _exit_signal(report)
-    cpu = report.cpu_seconds or 0.0
+    cpu = report.cpu_seconds or 0.0  # bwrap does not pass the child's CPU time up: mostly 0
     if report.timed_out:
         return "timeout", f"wall-clock limit of {limits.wall_seconds:g} s exceeded; process group killed"
     if report.overflow:
@@ -116,7 +116,12 @@ def _failure(report: ChildReport, parsed: _Parsed, limits: SandboxLimits, expect
             kind = "memory_limit"  # e.g. pandas' extensions cannot be mapped under RLIMIT_AS
         return kind, message
     if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= limits.cpu_seconds):
-        return "cpu_limit", f"CPU limit of {limits.cpu_seconds} s exceeded ({cpu:.1f} s used)"
+        return "cpu_limit", f"CPU limit of {limits.cpu_seconds} s exceeded"
+    if sig == signal.SIGKILL and code > 0:
+        # Through bubblewrap's init, so not the parent's kill: only the kernel sends it there
+        # (the guard stops os.kill, and the seccomp filter stops new processes).
+        return "cpu_limit", (f"the kernel killed the child: its CPU limit of {limits.cpu_seconds} s was reached "
+                             "with SIGXCPU ignored (or memory ran out)")
     if code != 0:
         if any(marker in report.stderr_tail for marker in _MEMORY_MARKERS):
             return "memory_limit", "the child ran out of address space"
