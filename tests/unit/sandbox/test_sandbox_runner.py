@@ -314,3 +314,28 @@ def test_entries_outside_the_folder_are_rejected(loan_folder: Path):
         run_in_sandbox(loan_folder, "tools.py", {"op": "call_everything"})
     with pytest.raises(UserError, match=r"groups\[1\]"):
         run_in_sandbox(loan_folder, "tools.py", {"op": "call_tools", "groups": [[call("a")], [{"input": {}}]]})
+
+
+@pytest.mark.parametrize(("body", "stopped"), [
+    ("import threading\nt = threading.Thread(target=len, args=('x',))\nt.start()\nt.join()\nreturn 'thread ok'\n", False),
+    ("import socket\ntry:\n    socket.socket(socket.AF_UNIX)\nexcept PermissionError:\n    return 'unix refused'\n", False),
+    ("import os\nos.fork()\nreturn 'forked'\n", True),
+    ("import socket\nsocket.socket(socket.AF_INET)\nreturn 'socket'\n", True),
+])
+def test_the_seccomp_filter_kills_processes_and_sockets_but_not_threads(tmp_path: Path, body: str, stopped: bool):
+    # With the audit hook off, the kernel filter alone decides, and a kill is reported as a violation.
+    result = run_in_sandbox(tool_folder(tmp_path, body), "tools.py", {"op": "call_tools", "groups": [[call("t")]]},
+                            limits=FAST, skip_policy=True, skip_guard=True)
+    if stopped:
+        assert result.error_kind == "policy_violation" and "seccomp" in result.error_message
+    else:
+        assert result.ok and result.results[0][0].result in ("thread ok", "unix refused"), result.error_message
+
+
+def test_seccomp_programs_exist_for_x86_64_and_aarch64_only():
+    from sopforge.sandbox.seccomp import filter_program
+
+    for machine in ("x86_64", "aarch64"):
+        program = filter_program(machine)
+        assert program and len(program) % 8 == 0 and len(program) // 8 < 4096  # BPF_MAXINSNS
+    assert filter_program("riscv64") is None
