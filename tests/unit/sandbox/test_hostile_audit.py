@@ -18,7 +18,7 @@ import pytest
 from hostile_corpus import SNIPPETS, Snippet
 from sopforge.audit import audit_folder
 from sopforge.sandbox import SandboxLimits
-from test_hostile_corpus import Scene, assert_no_effect, hostile_folder, scene  # noqa: F401 - fixture
+from hostile_scene import Scene, assert_no_effect, hostile_folder
 
 EXPORTED = Path(__file__).resolve().parents[2] / "fixtures" / "sopbench" / "loan_triage"
 LIMITS = SandboxLimits(wall_seconds=10, cpu_seconds=4, memory_bytes=1024 ** 3)

@@ -10,83 +10,22 @@ process's environment, and the folder's own files.
 
 from __future__ import annotations
 
-import json
 import os
-import secrets
 import shutil
-import socket
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from hostile_corpus import SNIPPETS, Snippet
+from hostile_scene import PHARMACY, Scene, assert_no_effect, hostile_folder
 from sopforge.sandbox import SandboxLimits, SandboxResult, SandboxUnavailable, run_in_sandbox
 from sopforge.sandbox import boundary
 
-PHARMACY = Path(__file__).resolve().parents[2] / "fixtures" / "bundle" / "pharmacy"
 LIMITS = SandboxLimits(wall_seconds=10, cpu_seconds=4, memory_bytes=1024 ** 3)
 CALL = {"op": "call_tools", "groups": [[{"tool": "verifyPrescriberLicense", "input": {"prescription_id": "RX-004512"}}]]}
 MODES = ("full", "policy_off")
-
-
-@dataclass
-class Scene:
-    """Where a snippet's effects would show: a marker path, a listener, canary keys."""
-
-    marker: Path
-    listener: socket.socket
-    canaries: tuple[str, ...]
-
-    @property
-    def port(self) -> int:
-        return self.listener.getsockname()[1]
-
-    def fill(self, source: str) -> str:
-        return source.replace("{MARKER}", str(self.marker)).replace("{PORT}", str(self.port))
-
-    def connections(self) -> int:
-        count = 0
-        self.listener.settimeout(0.05)
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except (TimeoutError, BlockingIOError, OSError):
-                return count
-            conn.close()
-            count += 1
-
-
-@pytest.fixture
-def scene(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    canaries = (f"sk-canary-openai-{secrets.token_hex(8)}", f"sk-ant-canary-{secrets.token_hex(8)}")
-    monkeypatch.setenv("OPENAI_API_KEY", canaries[0])
-    monkeypatch.setenv("ANTHROPIC_API_KEY", canaries[1])
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(8)
-    yield Scene(marker=tmp_path / "outside" / "MARKER", listener=server, canaries=canaries)
-    server.close()
-
-
-def hostile_folder(base: Path, snippet: Snippet, scene: Scene, source_dir: Path = PHARMACY) -> Path:
-    folder = base / f"bench-{snippet.id}"
-    shutil.copytree(source_dir, folder)
-    tools = folder / "tools.py"
-    tools.write_text(tools.read_text() + "\n" + scene.fill(snippet.source))
-    for name, target in snippet.files.items():
-        (folder / name).symlink_to(target)
-    return folder
-
-
-def assert_no_effect(scene: Scene, seen: str, folder: Path, tools_text: str) -> None:
-    assert not scene.marker.exists(), "the snippet wrote a file outside the sandbox"
-    assert scene.connections() == 0, "the snippet reached the loopback listener"
-    for canary in scene.canaries:
-        assert canary not in seen, "an API key from the parent's environment leaked"
-    assert (folder / "tools.py").read_text() == tools_text, "the folder's own tools.py changed"
 
 
 def run(folder: Path, mode: str) -> SandboxResult:
