@@ -20,6 +20,14 @@ ENV PREFECT_SERVER_ANALYTICS_ENABLED=false \
     UV_COMPILE_BYTECODE=1 \
     UV_PROJECT_ENVIRONMENT=/app/.venv
 
+# bubblewrap: generated tool code runs only inside it (src/sopforge/sandbox/boundary.py). It
+# needs user namespaces, which Docker's default seccomp and AppArmor profiles refuse: run the
+# image with --security-opt seccomp=unconfined --security-opt apparmor=unconfined (see
+# docker-compose.yml), or generation and audit stop with one line saying so.
+RUN apt-get update \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends bubblewrap \
+    && rm -rf /var/lib/apt/lists/*
+
 RUN pip install --no-cache-dir "uv==${UV_VERSION}"
 
 WORKDIR /app

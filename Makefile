@@ -19,9 +19,11 @@ DEMO_THEME := examples/themes/pharmacy_refills.yaml
 
 # The end-to-end tests drive the Prefect UI in a real browser and run the docker-compose topology
 # as local processes (PostgreSQL behind the Prefect server): both come from Debian packages.
-SYSTEM_PACKAGES := chromium chromium-driver postgresql
+# Generated code runs only inside bubblewrap (src/sopforge/sandbox/boundary.py): the demo needs it too.
+SANDBOX_PACKAGES := bubblewrap
+SYSTEM_PACKAGES := chromium chromium-driver postgresql $(SANDBOX_PACKAGES)
 
-.PHONY: demo test env system-deps clean-state lint-deps
+.PHONY: demo test env system-deps sandbox-deps clean-state lint-deps
 
 env: $(VENV)/.synced
 
@@ -33,14 +35,23 @@ $(VENV)/.synced: uv.lock pyproject.toml | $(UV)
 	$(UV) sync --frozen --python $(PYTHON)
 	touch $@
 
-demo: env
+demo: env sandbox-deps
 	$(BIN)/sopforge generate $(DEMO_THEME)
 
 test: env system-deps
 	$(BIN)/pytest
 
+sandbox-deps:
+	@if [ -x /usr/bin/bwrap ]; then \
+		echo "system packages present: $(SANDBOX_PACKAGES)"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(SANDBOX_PACKAGES); \
+	else \
+		echo "error: generated code runs only inside bubblewrap: run 'sudo apt-get install $(SANDBOX_PACKAGES)' and retry" >&2; exit 2; \
+	fi
+
 system-deps:
-	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null && ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null && ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && [ -x /usr/bin/bwrap ]; then \
 		echo "system packages present: $(SYSTEM_PACKAGES)"; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(SYSTEM_PACKAGES); \

@@ -27,6 +27,7 @@ from sopforge.audit.stats import folder_stats
 from sopforge.errors import UserError
 from sopforge.checks import CheckResult
 from sopforge.sandbox import SandboxLimits, check_code, run_in_sandbox
+from sopforge.sandbox.boundary import ensure_available
 
 __all__ = ["audit_folder"]
 
@@ -48,6 +49,7 @@ def audit_folder(path: Path, *, run: bool = True, reference: Path | None = None,
 
     Raises:
         UserError: ``path`` (or ``reference``) does not exist or is not of the right kind.
+        SandboxUnavailable: ``run`` is set and the sandbox's OS boundary cannot be set up here.
     """
     path = Path(path)
     if not path.exists():
@@ -56,6 +58,8 @@ def audit_folder(path: Path, *, run: bool = True, reference: Path | None = None,
         raise UserError(f"{path} is not a folder: give the benchmark folder, not one of its files")
     if reference is not None and not Path(reference).is_file():
         raise UserError(f"reference procedure {reference} is not a file")
+    if run:
+        ensure_available()  # the folder's code is untrusted: no OS boundary, no run (one line, before any work)
     report = AuditReport(folder=str(path), strict=strict)
     started = time.perf_counter()
     c = load_folder(path)

@@ -20,6 +20,7 @@ from sopforge.orchestration import executor
 from sopforge.orchestration.flows import load_flow
 from sopforge.orchestration.prefect_env import configure_prefect
 from sopforge.run_request import resolve_spec, run_config
+from sopforge.sandbox.boundary import ensure_available as ensure_sandbox
 from sopforge.settings import Settings, load_settings
 from sopforge.store import Store
 from sopforge.theme import ThemeSpec
@@ -210,6 +211,9 @@ def execute_run(store: Store, settings: Settings, spec: ThemeSpec, config: dict[
     Raises:
         SopforgeError: the flow failed; the summary of what did complete is printed first.
     """
+    # Generated code runs only inside the sandbox's OS boundary: stop before any model call
+    # when it cannot be set up here (one line naming the fix), not at the tools stage.
+    ensure_sandbox()
     target = configure_prefect(settings)
     if spec.review == "ui" and not os.environ.get("PREFECT_API_URL"):
         raise UserError("--review ui pauses the flow run for a reviewer, which needs a Prefect server with its UI: "

@@ -1,14 +1,20 @@
 """The sandbox child process: runs LLM-written modules and reports framed JSON records.
 
-Started by ``runner.py`` as ``python -s -P -B child.py`` (inside ``unshare --net`` when
-available) with cwd = a fresh copy of the benchmark folder. Standard library only, and it
-never imports sopforge, so the interpreter holds nothing but the user's code and pandas.
+Started by ``runner.py`` as ``python -s -P -B child.py`` inside the bubblewrap container of
+``boundary.py``, with cwd = a read-only copy of the benchmark folder. Standard library only,
+and it never imports sopforge, so the interpreter holds nothing but the user's code and pandas.
+
+Before any user code, the child checks from the inside that the boundary is really there
+(uid, capabilities, ``no_new_privs``, seccomp, and every namespace different from the
+parent's, whose ids come with the payload) and refuses to go on if it is not.
 
 Protocol: one JSON payload on stdin; records on the *original* stdout, one per line, each
-``<nonce> <tag> <json>`` with tag H (hello: limits and layers), R (one finished group or call,
-streamed so a kill still leaves the completed prefix), V (guard violation), F (fatal: load
-error, memory limit, crash) or E (end). Before user code runs, fd 1 is pointed at stderr, so
-``print`` (and C-level writes) from user code land in stderr and cannot corrupt the stream.
+``<nonce> <tag> <json>`` with tag H (hello: limits and the boundary as seen from inside),
+R (one finished group or call, streamed so a kill still leaves the completed prefix),
+V (guard violation), F (fatal: load error, memory limit, crash, no boundary) or E (end).
+Before user code runs, fd 1 is pointed at stderr, so ``print`` (and C-level writes) from user
+code land in stderr and cannot corrupt the stream. User code can still forge records (it
+shares the process): see ``guard.py`` for why that cannot turn a violation into a clean run.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import importlib
 import importlib.util
 import json
 import os
+import posix
 import resource
 import signal
 import sys
@@ -31,15 +38,18 @@ class LoadError(Exception):
 
 
 class Emitter:
-    """Writes framed records to a private duplicate of the original stdout."""
+    """Writes framed records to a private duplicate of the original stdout.
+
+    ``posix.write`` is bound at creation: user code replacing ``os.write`` later changes nothing.
+    """
 
     def __init__(self, fd: int, nonce: str):
-        self.fd, self.prefix = fd, nonce.encode("ascii")
+        self.fd, self.prefix, self._write = fd, nonce.encode("ascii"), posix.write
 
     def __call__(self, tag: str, body: str) -> None:
         view = memoryview(b"%s %s %s\n" % (self.prefix, tag.encode("ascii"), body.encode("utf-8")))
         while view:
-            view = view[os.write(self.fd, view):]
+            view = view[self._write(self.fd, view):]
 
 
 def apply_limits(limits: dict) -> dict:
@@ -54,13 +64,13 @@ def apply_limits(limits: dict) -> dict:
     applied = {res: _set_limit(res, soft, hard) for res, (soft, hard) in wanted.items()}
     # An oversized write should raise OSError(EFBIG) in user code rather than kill us silently.
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    return {"cpu_seconds": applied[resource.RLIMIT_CPU], "memory_bytes": applied[resource.RLIMIT_AS],
-            "nproc_enforced": os.geteuid() != 0}
+    return {"cpu_seconds": applied[resource.RLIMIT_CPU], "memory_bytes": applied[resource.RLIMIT_AS]}
 
 
 def limit_processes(limits: dict) -> None:
     """RLIMIT_NPROC, applied *after* preloading: pyarrow (pulled in by pandas) starts a thread
-    at import, and threads count against this per-user limit."""
+    at import, and threads count against this per-user limit. (The kernel does not enforce it
+    when the sandbox user maps to root outside; the seccomp filter stops new processes.)"""
     _set_limit(resource.RLIMIT_NPROC, limits["max_processes"], limits["max_processes"])
 
 
@@ -274,6 +284,45 @@ def read_roots(payload: dict) -> list[str]:
     return roots
 
 
+_NAMESPACES = ("user", "pid", "mnt", "net", "ipc", "uts")
+
+
+def inspect_boundary(payload: dict) -> dict:
+    """What the OS boundary looks like from inside, and whether it is the one required."""
+    status = {}
+    with open("/proc/self/status", encoding="ascii", errors="replace") as handle:
+        for line in handle:
+            key, _, value = line.partition(":")
+            status[key] = value.strip()
+    namespaces = {}
+    for name in _NAMESPACES:
+        try:
+            namespaces[name] = os.readlink(f"/proc/self/ns/{name}")
+        except OSError:
+            namespaces[name] = None
+    parent = payload.get("parent_namespaces", {})
+    fresh = {name: bool(namespaces[name]) and namespaces[name] != parent.get(name) for name in _NAMESPACES}
+    seen = {
+        "uid": os.getuid(), "gid": os.getgid(), "euid": os.geteuid(),
+        "cap_eff": status.get("CapEff"), "cap_prm": status.get("CapPrm"), "cap_bnd": status.get("CapBnd"),
+        "no_new_privs": status.get("NoNewPrivs") == "1", "seccomp": status.get("Seccomp") == "2",
+        "fresh_namespaces": fresh, "pid": os.getpid(),
+    }
+    want_uid = payload.get("sandbox_uid")
+    problems = []
+    if seen["uid"] != want_uid or seen["euid"] != want_uid:
+        problems.append(f"uid {seen['uid']}/{seen['euid']} is not {want_uid}")
+    problems += [f"{key} is {seen[key]}" for key in ("cap_eff", "cap_prm", "cap_bnd")
+                 if seen[key] is None or int(seen[key], 16) != 0]
+    problems += ["no_new_privs is not set"] if not seen["no_new_privs"] else []
+    problems += [f"the {name} namespace is the parent's" for name, ok in fresh.items() if not ok]
+    if payload.get("seccomp") and not seen["seccomp"]:
+        problems.append("the seccomp filter is not loaded")
+    seen["confined"] = not problems
+    seen["problems"] = problems
+    return seen
+
+
 def load_guard():
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "guard.py")
     spec = importlib.util.spec_from_file_location("_sopforge_sandbox_guard", path)
@@ -283,26 +332,31 @@ def load_guard():
 
 
 def main() -> None:
+    _exit = posix._exit  # bound before user code, like everything the guard uses
     payload = json.loads(sys.stdin.buffer.read())
-    emit = Emitter(os.dup(1), payload["nonce"])
+    record_fd = os.dup(1)
+    emit = Emitter(record_fd, payload["nonce"])
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
+    read_end, write_end = os.pipe()  # stdin: an empty pipe (there is no /dev in the sandbox)
+    os.close(write_end)
+    os.dup2(read_end, 0)
+    os.close(read_end)
     reserve = bytearray(_RESERVE_BYTES)  # freed on MemoryError so the report itself can allocate
     try:
+        boundary = inspect_boundary(payload)
+        if not boundary["confined"]:
+            emit("F", json.dumps({"kind": "sandbox_unavailable", "message": "; ".join(boundary["problems"])}))
+            _exit(EXIT_FATAL)
         limits = apply_limits(payload["limits"])
-        try:
-            netns = os.readlink("/proc/self/ns/net")
-        except OSError:
-            netns = None
         preload(payload.get("preload", []))
         limit_processes(payload["limits"])
-        guard = load_guard()
-        report = lambda event, detail: emit("V", json.dumps({"event": event, "detail": detail}))  # noqa: E731
-        guard.neutralize_fork_exec(report)
-        guard.install(read_roots=read_roots(payload), report=report)
-        emit("H", json.dumps({"limits": limits, "netns": netns, "audit_hook": True, "pid": os.getpid()}))
+        guarded = payload.get("guard", True)
+        if guarded:
+            guard = load_guard()
+            guard.neutralize_fork_exec()
+            guard.install(read_roots=read_roots(payload), record_fd=record_fd, nonce=payload["nonce"])
+        emit("H", json.dumps({"limits": limits, "boundary": boundary, "audit_hook": guarded}))
         sys.path.append(payload["sandbox_dir"])  # siblings (import tools) resolve after the stdlib
         module = load_module(payload["sandbox_dir"], payload["entry"])
         op = op_call_tools if payload["op"] == "call_tools" else op_run_function
@@ -321,7 +375,7 @@ def main() -> None:
         emit("F", json.dumps({"kind": "crash", "message": f"{type(exc).__name__}: {exc}"[:2000]}))
         code = EXIT_FATAL
     sys.stderr.flush()
-    os._exit(code)  # skip interpreter teardown: user finalizers must not run after the report
+    _exit(code)  # skip interpreter teardown: user finalizers must not run after the report
 
 
 if __name__ == "__main__":

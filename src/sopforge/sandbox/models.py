@@ -9,14 +9,21 @@ from pydantic import BaseModel, ConfigDict, Field
 from sopforge.checks import CheckResult
 
 ErrorKind = Literal["timeout", "cpu_limit", "memory_limit", "policy_violation", "load_error", "crash", "bad_output"]
-Layer = Literal["ast_policy", "rlimits", "audit_hook", "network_namespace", "wall_clock"]
+# ast_policy: the static check passed; bubblewrap: the child confirmed from inside its uid,
+# capabilities, no_new_privs and fresh user/pid/mount/net/ipc/uts namespaces; seccomp: the
+# kernel filter is loaded; rlimits, audit_hook: set up by the child before user code.
+Layer = Literal["ast_policy", "bubblewrap", "seccomp", "rlimits", "audit_hook", "wall_clock"]
 
 GIB = 1024 ** 3
 MIB = 1024 ** 2
 
 
 class SandboxLimits(BaseModel):
-    """Resource limits and isolation options for one sandbox process."""
+    """Resource limits of one sandbox process.
+
+    The isolation itself is not an option: every run is inside the bubblewrap boundary of
+    ``boundary.py``, or it does not run.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -26,12 +33,11 @@ class SandboxLimits(BaseModel):
     file_size_bytes: int = Field(MIB, ge=0, description="RLIMIT_FSIZE: largest file the child may write.")
     open_files: int = Field(256, ge=16, description="RLIMIT_NOFILE of the child.")
     max_processes: int = Field(0, ge=0, description="RLIMIT_NPROC, set after pandas is preloaded (counts every process "
-                                                     "and thread of the user; the kernel does not enforce it for root).")
+                                                     "and thread of the user; the kernel does not enforce it when the "
+                                                     "caller is root, where the seccomp filter stops new processes).")
     max_output_bytes: int = Field(256 * MIB, ge=MIB, description="Largest framed result stream the parent accepts.")
     max_result_bytes: int = Field(MIB, ge=1024, description="Largest JSON encoding of one call's result; larger ones are omitted.")
     stderr_tail_bytes: int = Field(8192, ge=0, description="How much of the child's stderr (incl. user prints) is kept.")
-    network_namespace: Literal["auto", "require", "off"] = Field(
-        "auto", description="Run the child in a fresh network namespace via unshare(1): when available, always, or never.")
 
 
 class CallError(BaseModel):

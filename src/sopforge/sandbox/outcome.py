@@ -2,6 +2,12 @@
 
 Kept apart from the process handling in ``runner.py`` so the classification rules (which
 failure wins when several signals are present) read in one place.
+
+The child's records are untrusted (user code shares its process and can forge them), so the
+rules only let records make a run *worse*: a ``V`` record, the guard's exit status or a
+seccomp kill is a violation whatever else arrived, and a clean result needs all of: exit
+status 0, the hello record confirming the boundary from inside, the end record, and every
+result record.
 """
 
 from __future__ import annotations
@@ -14,7 +20,11 @@ from pydantic import ValidationError
 
 from sopforge.sandbox.models import CallOutcome, SandboxLimits, SandboxResult
 
-__all__ = ["ChildReport", "classify"]
+__all__ = ["EXIT_FATAL", "EXIT_VIOLATION", "ChildReport", "classify", "confirmed_layers", "unavailable_reason"]
+
+EXIT_VIOLATION = 86  # guard.EXIT_VIOLATION (the child-side modules are not imported here)
+EXIT_FATAL = 87  # child.EXIT_FATAL
+_SIGNAL_EXIT = 128  # bubblewrap's init exits with 128 + the signal that ended the child
 
 _MEMORY_MARKERS = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "out of memory",
                    "failed to map segment")  # the last: dlopen of an extension under RLIMIT_AS
@@ -54,8 +64,12 @@ def _parse(records: list[tuple[str, bytes]], op: str) -> _Parsed:
                     raise ValueError(f"record {data.get('i')} arrived out of order")
                 parsed.results.append([CallOutcome.model_validate(c) for c in data["calls"]] if op == "call_tools"
                                       else CallOutcome.model_validate(data["outcome"]))
-            elif tag in ("H", "V", "F", "E"):
-                setattr(parsed, {"H": "hello", "V": "violation", "F": "fatal", "E": "end"}[tag], data)
+            elif tag == "H":
+                # The first hello is the child's own, written before user code ran; a later
+                # one can only be forged.
+                parsed.hello = parsed.hello or data
+            elif tag in ("V", "F", "E"):
+                setattr(parsed, {"V": "violation", "F": "fatal", "E": "end"}[tag], data)
         except (ValueError, KeyError, TypeError, ValidationError) as err:
             parsed.problem = parsed.problem or f"malformed {tag} record: {str(err)[:200]}"
     return parsed
@@ -68,47 +82,102 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-def classify(report: ChildReport, *, op: str, expected: int, limits: SandboxLimits,
-             own_netns: str | None) -> SandboxResult:
-    """Decide the outcome of a run; the first matching rule below wins."""
-    parsed = _parse(report.records, op)
+def _exit_signal(report: ChildReport) -> int | None:
+    """The signal that ended the child: the parent's own kill (negative status) or, through
+    bubblewrap's init, status 128 + signal."""
+    code = report.exit_code
+    if code is None:
+        return None
+    if code < 0:
+        return -code
+    if _SIGNAL_EXIT < code < _SIGNAL_EXIT + 65:
+        return code - _SIGNAL_EXIT
+    return None
+
+
+def _failure(report: ChildReport, parsed: _Parsed, limits: SandboxLimits, expected: int) -> tuple[str | None, str]:
     code = report.exit_code if report.exit_code is not None else -1
-    sig = -code if code < 0 else None
-    cpu = report.cpu_seconds or 0.0
-    kind, message = None, ""
+    sig = _exit_signal(report)
+    cpu = report.cpu_seconds or 0.0  # bwrap does not pass the child's CPU time up: mostly 0
     if report.timed_out:
-        kind, message = "timeout", f"wall-clock limit of {limits.wall_seconds:g} s exceeded; process group killed"
-    elif report.overflow:
-        kind, message = "bad_output", f"child wrote more than {limits.max_output_bytes} bytes of results"
-    elif parsed.violation:
+        return "timeout", f"wall-clock limit of {limits.wall_seconds:g} s exceeded; process group killed"
+    if report.overflow:
+        return "bad_output", f"child wrote more than {limits.max_output_bytes} bytes of results"
+    if parsed.violation:
         v = parsed.violation
-        kind, message = "policy_violation", f"runtime guard stopped '{v.get('event')}': {v.get('detail')}"
-    elif parsed.fatal:
+        return "policy_violation", f"runtime guard stopped '{v.get('event')}': {v.get('detail')}"
+    if code == EXIT_VIOLATION:
+        return "policy_violation", "runtime guard stopped the child (its report did not reach the parent)"
+    if sig == signal.SIGSYS:
+        return "policy_violation", "the seccomp filter killed the child for a forbidden system call"
+    if parsed.fatal:
         kind, message = parsed.fatal.get("kind", "crash"), parsed.fatal.get("message", "")
         if kind in ("load_error", "crash") and any(marker in message for marker in _MEMORY_MARKERS):
             kind = "memory_limit"  # e.g. pandas' extensions cannot be mapped under RLIMIT_AS
-    elif sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= limits.cpu_seconds):
-        kind, message = "cpu_limit", f"CPU limit of {limits.cpu_seconds} s exceeded ({cpu:.1f} s used)"
-    elif code != 0:
+        return kind, message
+    if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= limits.cpu_seconds):
+        return "cpu_limit", f"CPU limit of {limits.cpu_seconds} s exceeded"
+    if sig == signal.SIGKILL and code > 0:
+        # Through bubblewrap's init, so not the parent's kill: only the kernel sends it there
+        # (the guard stops os.kill, and the seccomp filter stops new processes).
+        return "cpu_limit", (f"the kernel killed the child: its CPU limit of {limits.cpu_seconds} s was reached "
+                             "with SIGXCPU ignored (or memory ran out)")
+    if code != 0:
         if any(marker in report.stderr_tail for marker in _MEMORY_MARKERS):
-            kind, message = "memory_limit", "the child ran out of address space"
-        else:
-            how = _signal_name(sig) if sig else f"status {code}"
-            kind, message = "crash", f"child exited with {how}"
-    elif parsed.problem:
-        kind, message = "bad_output", parsed.problem
-    elif parsed.end is None or parsed.end.get("completed") != expected or len(parsed.results) != expected:
-        kind, message = "bad_output", f"child finished {len(parsed.results)} of {expected} without a complete report"
+            return "memory_limit", "the child ran out of address space"
+        how = _signal_name(sig) if sig else f"status {code}"
+        return "crash", f"child exited with {how}"
+    if parsed.problem:
+        return "bad_output", parsed.problem
+    if not parsed.hello or not parsed.hello.get("boundary", {}).get("confined"):
+        return "bad_output", "child finished without confirming the sandbox boundary"
+    if parsed.end is None or parsed.end.get("completed") != expected or len(parsed.results) != expected:
+        return "bad_output", f"child finished {len(parsed.results)} of {expected} without a complete report"
+    return None, ""
+
+
+def confirmed_layers(hello: dict | None) -> tuple[list[str], list[str]]:
+    """The layers the hello record confirms from inside the child, and caveats."""
+    if not hello:
+        return [], ["the child never confirmed its sandbox (it stopped before the hello record)"]
     layers, notes = [], []
-    if parsed.hello:
-        netns = parsed.hello.get("netns")
-        if netns and own_netns and netns != own_netns:
-            layers.append("network_namespace")
-        layers += ["rlimits", "audit_hook"]
-        if not parsed.hello.get("limits", {}).get("nproc_enforced", True):
-            notes.append("RLIMIT_NPROC is not enforced for root; the audit hook is what stops new processes")
-    if "network_namespace" not in layers:
-        notes.append("no network namespace: only the AST policy and the audit hook block the network")
+    boundary = hello.get("boundary", {})
+    if boundary.get("confined"):
+        layers.append("bubblewrap")
+    if boundary.get("seccomp"):
+        layers.append("seccomp")
+    else:
+        notes.append("no seccomp filter on this architecture: the namespaces and the audit hook stop "
+                     "processes and sockets")
+    layers.append("rlimits")
+    if hello.get("audit_hook"):
+        layers.append("audit_hook")
+    return layers, notes
+
+
+def unavailable_reason(report: ChildReport) -> str | None:
+    """Why the boundary could not be set up (bwrap failed, or the child found itself
+    unconfined and refused to run user code), or None."""
+    for tag, body in report.records:
+        if tag == "H":
+            return None
+        if tag == "F":
+            try:
+                data = json.loads(body)
+            except ValueError:
+                return None
+            if data.get("kind") == "sandbox_unavailable":
+                return f"the sandbox child found itself unconfined: {data.get('message', '')}"
+            return None
+    lines = [line for line in report.stderr_tail.splitlines() if line.startswith("bwrap:")]
+    return f"bubblewrap failed: {lines[-1][7:].strip()[:200]}" if lines else None
+
+
+def classify(report: ChildReport, *, op: str, expected: int, limits: SandboxLimits) -> SandboxResult:
+    """Decide the outcome of a run; the first matching rule in ``_failure`` wins."""
+    parsed = _parse(report.records, op)
+    kind, message = _failure(report, parsed, limits, expected)
+    layers, notes = confirmed_layers(parsed.hello)
     layers.append("wall_clock")
     return SandboxResult(
         ok=kind is None, op=op, results=parsed.results, completed=len(parsed.results), error_kind=kind,

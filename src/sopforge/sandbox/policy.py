@@ -13,6 +13,11 @@ path never climbs above the module's folder), then extended with ``os.path.join(
 literal is relative and has no ``..`` component. A variable or attribute (``_HERE``,
 ``self.data_path``) qualifies when *every* assignment to that name in the module is itself
 anchored. The mode must be a literal without ``w``, ``a``, ``x`` or ``+``.
+
+Object rules (``reach.py``): attributes may be assigned only on ``self`` in the module's own
+methods or on instances the module constructs; attribute names given to ``getattr`` and its
+kin must be literals; no dunder attribute outside a short allow-list, no private attribute
+of a module, no frame or code internals; classes of the module are not passed around.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from dataclasses import asdict, dataclass
 
 from sopforge.checks import CheckResult, check
 from sopforge.sandbox.anchors import PathAnchors, bound_names, collect_aliases, fold_str, qualify
+from sopforge.sandbox.reach import ReachVisitor
 from sopforge.sandbox.rules import (
     CLOCK_ATTRS, CLOCK_PARSERS, DANGEROUS_DUNDER_STRINGS, DEFAULT_ALLOWED, DENIED_MODULES,
     DUNDER_ALLOWED, FORBIDDEN_BUILTINS, KINDS, NUMPY_IO, OS_ALLOWED_ATTRS, OS_PATH_DENIED,
@@ -106,6 +112,7 @@ def find_violations(tree: ast.Module, *, allowed_imports: frozenset[str] = DEFAU
     """Return every policy violation in a parsed module (deduplicated, unsorted)."""
     visitor = _PolicyVisitor(tree, allowed_imports)
     visitor.visit(tree)
+    ReachVisitor(tree, visitor.aliases, visitor.flag).visit(tree)
     return list(visitor.violations.values())
 
 
@@ -195,6 +202,8 @@ class _PolicyVisitor(ast.NodeVisitor):
                 self.flag("imports", node, f"'from {node.module} import *'", "import each name explicitly")
                 continue
             dotted = f"{node.module}.{a.name}"
+            if a.name.startswith("_") and not a.name.startswith("__"):
+                self.flag("dynamic_code", node, f"import of '{dotted}'", "tools may not use private attributes of modules")
             hit = self.denied(dotted)
             if hit:
                 self.flag(hit[1], node, f"import of '{dotted}'")
@@ -218,8 +227,6 @@ class _PolicyVisitor(ast.NodeVisitor):
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         attr = node.attr
-        if attr.startswith("__") and attr.endswith("__") and attr not in DUNDER_ALLOWED:
-            self.flag("dynamic_code", node, f"attribute '{attr}'")
         if attr in CLOCK_ATTRS:
             self.flag("clock", node, _short(node))
         # Judge a dotted chain once, at its outermost attribute, so os.environ.get is one finding.
@@ -279,7 +286,7 @@ class _PolicyVisitor(ast.NodeVisitor):
             return
         name = fold_str(node.args[1])
         if name is None:
-            return  # dynamic dispatch like getattr(self, tool_name) is the documented fallback
+            return  # a computed name is rejected by reach.py
         if name.startswith("__") and name.endswith("__") and name not in DUNDER_ALLOWED:
             self.flag("dynamic_code", node, f"{fname}(..., {name!r})")
         if name in FORBIDDEN_BUILTINS or name == "open":

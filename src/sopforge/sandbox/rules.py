@@ -52,7 +52,11 @@ DENIED_MODULES: dict[str, str] = {
         "subprocess", "_posixsubprocess", "multiprocessing", "_multiprocessing", "concurrent",
         "threading", "_thread", "pty", "signal", "sh", "pexpect", "posix", "nt",
     ), "processes"),
-    **dict.fromkeys(("ctypes", "_ctypes", "cffi", "mmap"), "native_code"),
+    **dict.fromkeys(("ctypes", "_ctypes", "cffi", "mmap", "numpy.ctypeslib", "numpy.lib.stride_tricks"),
+                    "native_code"),
+    **dict.fromkeys(("numpy.f2py", "numpy.distutils", "numpy.testing"), "processes"),
+    # typing.get_type_hints/ForwardRef eval strings; string.Formatter.get_field is getattr by name.
+    **dict.fromkeys(("typing.get_type_hints", "typing.ForwardRef", "string.Formatter"), "dynamic_code"),
     **dict.fromkeys(("random", "_random", "secrets", "uuid", "numpy.random"), "randomness"),
     **dict.fromkeys(("time", "timeit"), "clock"),
     **dict.fromkeys((
@@ -96,14 +100,26 @@ FORBIDDEN_BUILTINS: dict[str, str] = {
     **dict.fromkeys(("breakpoint", "input", "exit", "quit", "help"), "interactive"),
 }
 
-# Dunder attributes tools may touch. Constructors chained through super() (__init__,
-# __post_init__), read-only name strings used in error messages (__name__, __qualname__,
-# __module__, __doc__) and value-protocol methods (__repr__, __str__, __eq__, __hash__,
-# __len__). None of them reaches frames, globals, builtins, code objects or the class
-# hierarchy, which is what sandbox escapes like ().__class__.__bases__[0].__subclasses__() need.
+# The only dunder attributes tools may touch (every other one is rejected, see reach.py).
+# Constructors chained through super() (__init__, __post_init__), read-only name strings used
+# in error messages (__name__, __qualname__, __module__, __doc__) and value-protocol methods
+# (__repr__, __str__, __eq__, __hash__, __len__). None of them reaches frames, globals,
+# builtins, code objects or the class hierarchy, which is what sandbox escapes like
+# ().__class__.__bases__[0].__subclasses__() need: going on from a method object takes
+# __func__/__globals__/__code__, all rejected; and a method taken from a class must be called
+# at once with self (reach.py), so Cls.__init__(os.path) cannot set attributes on a module.
 DUNDER_ALLOWED: frozenset[str] = frozenset({
     "__init__", "__post_init__", "__name__", "__qualname__", "__module__", "__doc__",
     "__repr__", "__str__", "__eq__", "__hash__", "__len__",
+})
+
+# Non-dunder attributes that reach frames, code objects, other scopes' variables or raw
+# memory: generator/coroutine frames, frame and traceback links, code internals, numpy's
+# ctypes bridge and strided views (which read and write outside an array's buffer).
+INTERNAL_ATTRS: frozenset[str] = frozenset({
+    "gi_frame", "gi_code", "gi_yieldfrom", "cr_frame", "cr_code", "cr_await", "ag_frame", "ag_code",
+    "ag_await", "f_back", "f_globals", "f_locals", "f_builtins", "f_code", "f_trace", "tb_frame",
+    "tb_next", "co_code", "co_consts", "co_names", "ctypes", "as_strided", "get_field",
 })
 
 # Dunder names that, as a whole string literal, only serve attribute-by-name tricks.
@@ -111,7 +127,7 @@ DANGEROUS_DUNDER_STRINGS: frozenset[str] = frozenset({
     "__class__", "__bases__", "__base__", "__mro__", "__subclasses__", "__globals__",
     "__builtins__", "__code__", "__closure__", "__dict__", "__getattribute__", "__import__",
     "__reduce__", "__reduce_ex__", "__self__", "__func__", "__loader__", "__spec__",
-})
+}) | INTERNAL_ATTRS
 
 # Attribute names that read the clock on any object (datetime, date, pandas.Timestamp).
 CLOCK_ATTRS: frozenset[str] = frozenset({"now", "today", "utcnow"})

@@ -1,13 +1,18 @@
-"""Run LLM-written tool code in a separate, resource-limited Python process.
+"""Run LLM-written tool code in a separate, resource-limited, contained Python process.
 
 Layers, outermost first: the AST policy (``policy.py``) rejects the code before anything
-runs; the child (``child.py``) gets a fresh temp copy of the folder as cwd, an explicit
-minimal environment (no proxies, no API keys, ``PYTHONHASHSEED=0``), rlimits on CPU, address
-space, file size, open files, processes and core dumps, and a PEP 578 audit hook
-(``guard.py``) that stops network, process, FFI and out-of-sandbox file events; when
-``unshare --net`` works here, the child also runs in a fresh network namespace with no
-interfaces up. The parent enforces wall-clock time by killing the process group. The result
-reports which layers were confirmed active, not which were merely requested.
+runs; the child (``child.py``) runs inside the bubblewrap container of ``boundary.py`` (its
+own user, PID, mount, network, IPC and UTS namespaces, uid 65534, no capabilities,
+``no_new_privs``, a seccomp filter, read-only mounts of only the interpreter and a fresh copy
+of the folder, a clean environment); inside, rlimits on CPU, address space, file size, open
+files and processes, and a PEP 578 audit hook (``guard.py``) that reports network, process,
+FFI and out-of-folder file events as violations. The parent enforces wall-clock time by
+killing the process group. The result reports which layers the child confirmed from inside,
+not which were merely requested.
+
+The boundary is required: where it cannot be set up, :class:`SandboxUnavailable` is raised
+and nothing runs. ``skip_policy`` and ``skip_guard`` switch off the Python layers only, for
+the tests that show the OS boundary holds on its own.
 
 Calls are batched: one process handles many groups of tool calls (or many function calls),
 streaming one framed record per group, so thousands of rows cost one interpreter start.
@@ -15,7 +20,6 @@ streaming one framed record per group, so thousands of rows cost one interpreter
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import secrets
@@ -33,55 +37,50 @@ from typing import Any
 
 from sopforge.errors import UserError
 from sopforge.checks import CheckResult
+from sopforge.sandbox import boundary
 from sopforge.sandbox.models import SandboxLimits, SandboxResult
-from sopforge.sandbox.outcome import ChildReport, classify
+from sopforge.sandbox.outcome import ChildReport, classify, unavailable_reason
 from sopforge.sandbox.policy import DEFAULT_ALLOWED, check_code, imported_modules
 
-__all__ = ["CHILD_SCRIPT", "network_namespace_prefix", "run_in_sandbox"]
+__all__ = ["CHILD_SCRIPT", "GUARD_SCRIPT", "child_command", "run_in_sandbox"]
 
 CHILD_SCRIPT = Path(__file__).with_name("child.py")
+GUARD_SCRIPT = Path(__file__).with_name("guard.py")
 _OPS = {"call_tools": "groups", "run_function": "calls"}
-_LAYER_ORDER = ["ast_policy", "network_namespace", "rlimits", "audit_hook", "wall_clock"]
+_LAYER_ORDER = ["ast_policy", "bubblewrap", "seccomp", "rlimits", "audit_hook", "wall_clock"]
 _PRELOAD = ("pandas", "numpy")  # heavy trusted libraries imported before the audit hook
 _SAFE_ENV = {
     "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TZ": "UTC",
     "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONIOENCODING": "utf-8",
+    "HOME": "/tmp", "TMPDIR": "/tmp",
     # One BLAS/OpenMP thread: threads would each reserve address space under RLIMIT_AS and
     # would need RLIMIT_NPROC headroom; two malloc arenas keep the address space small too.
     "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
     "NUMEXPR_MAX_THREADS": "1", "MALLOC_ARENA_MAX": "2",
 }
+_NAMESPACES = ("user", "pid", "mnt", "net", "ipc", "uts")
 
 
-def _own_netns() -> str | None:
-    try:
-        return os.readlink("/proc/self/ns/net")
-    except OSError:
-        return None
-
-
-@functools.lru_cache(maxsize=1)
-def network_namespace_prefix() -> tuple[str, ...] | None:
-    """The ``unshare`` command prefix that gives a child a fresh network namespace, if any.
-
-    Probed once per process: plain ``unshare --net`` (needs CAP_SYS_ADMIN, e.g. root), then
-    an unprivileged user namespace mapping the caller to root. A prefix counts only if the
-    probe really lands in a different namespace.
-    """
-    unshare = shutil.which("unshare", path="/usr/bin:/bin:/usr/sbin:/sbin")
-    own = _own_netns()
-    if not unshare or own is None:
-        return None
-    probe = [sys.executable, "-S", "-c", "import os; print(os.readlink('/proc/self/ns/net'))"]
-    for prefix in ((unshare, "--net", "--"), (unshare, "--user", "--map-root-user", "--net", "--")):
+def own_namespaces() -> dict[str, str | None]:
+    """This process's namespace ids, which the child must find different from its own."""
+    out: dict[str, str | None] = {}
+    for name in _NAMESPACES:
         try:
-            done = subprocess.run([*prefix, *probe], capture_output=True, text=True, timeout=15,
-                                  env={"PATH": _SAFE_ENV["PATH"]}, check=False)
-        except (OSError, subprocess.SubprocessError):
-            continue
-        if done.returncode == 0 and done.stdout.strip() not in ("", own):
-            return prefix
-    return None
+            out[name] = os.readlink(f"/proc/self/ns/{name}")
+        except OSError:
+            out[name] = None
+    return out
+
+
+def child_command(folder: Path, seccomp_fd: int | None) -> list[str]:
+    """The bwrap command that runs ``child.py`` on ``folder`` (mounted at boundary.FOLDER)."""
+    # Not -I: it implies -E, which would drop PYTHONHASHSEED=0 (set ordering must be stable).
+    # The environment is built from scratch instead, so -E has nothing left to protect
+    # against; -s skips user site-packages, -P keeps the script's folder off sys.path,
+    # -B stops bytecode writes (which the guard would report as a violation).
+    argv = [sys.executable, "-s", "-P", "-B", f"{boundary.RUNTIME}/{CHILD_SCRIPT.name}"]
+    return boundary.bwrap_command(folder=folder, runtime_files=[CHILD_SCRIPT, GUARD_SCRIPT], env=dict(_SAFE_ENV),
+                                  argv=argv, seccomp_fd=seccomp_fd)
 
 
 def _policy_checks(folder: Path, allowed: frozenset[str]) -> list[CheckResult]:
@@ -131,11 +130,12 @@ def _validate(folder: Path, entry: str, payload: dict) -> None:
 
 
 def run_in_sandbox(folder: Path, entry: str, payload: dict[str, Any], *, limits: SandboxLimits | None = None,
-                   skip_policy: bool = False, allowed_imports: frozenset[str] = DEFAULT_ALLOWED) -> SandboxResult:
+                   skip_policy: bool = False, allowed_imports: frozenset[str] = DEFAULT_ALLOWED,
+                   skip_guard: bool = False) -> SandboxResult:
     """Run user code from ``folder`` in a sandboxed child process.
 
     Args:
-        folder: benchmark folder (tools.py, its CSV, ...); the child works on a temp copy.
+        folder: benchmark folder (tools.py, its CSV, ...); the child works on a read-only copy.
         entry: module file inside ``folder`` to import, e.g. ``"tools.py"``.
         payload: ``{"op": "call_tools", "groups": [[{"tool": name, "input": {...}}, ...], ...],
             "instance": "shared" | "per_group"}`` or ``{"op": "run_function", "function": name,
@@ -144,13 +144,14 @@ def run_in_sandbox(folder: Path, entry: str, payload: dict[str, Any], *, limits:
         limits: resource limits; defaults to ``SandboxLimits()``.
         skip_policy: do not run the AST policy first (tests of the runtime layers only).
         allowed_imports: the AST policy's allow-list (sibling module names are added).
+        skip_guard: do not install the audit hook (tests of the OS boundary alone only).
 
     Returns:
         A SandboxResult; user-code failures are reported in it, never raised.
 
     Raises:
-        UserError: bad arguments (missing folder/entry, malformed payload, or
-            ``network_namespace="require"`` where namespaces are unavailable).
+        UserError: bad arguments (missing folder/entry, malformed payload).
+        SandboxUnavailable: the OS boundary cannot be set up here; nothing was run.
     """
     limits = limits or SandboxLimits()
     folder = Path(folder)
@@ -162,43 +163,37 @@ def run_in_sandbox(folder: Path, entry: str, payload: dict[str, Any], *, limits:
         if failed:
             return SandboxResult(ok=False, op=payload["op"], error_kind="policy_violation", checks=checks,
                                  error_message=failed[0].message, layers=["ast_policy"])
-    prefix: tuple[str, ...] = ()
-    if limits.network_namespace != "off":
-        prefix = network_namespace_prefix() or ()
-        if not prefix and limits.network_namespace == "require":
-            raise UserError("network_namespace='require' but unshare --net is not available here")
+    boundary.ensure_available()
     imports = set().union(*(imported_modules(p.read_text(encoding="utf-8", errors="replace"))
                             for p in folder.rglob("*.py")))
     preload = [m for m in _PRELOAD if any(i == m or i.startswith(m + ".") for i in imports)]
+    program = boundary.seccomp_program()
     tmp = Path(tempfile.mkdtemp(prefix="sopforge-sandbox-"))
     try:
-        work, home = tmp / "work", tmp / "home"
+        work = tmp / "work"
         shutil.copytree(folder, work, symlinks=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        home.mkdir()
         nonce = secrets.token_hex(16)
-        child_payload = {**payload, "nonce": nonce, "entry": entry, "sandbox_dir": str(work.resolve()),
+        child_payload = {**payload, "nonce": nonce, "entry": entry, "sandbox_dir": boundary.FOLDER,
                          "preload": preload, "max_result_bytes": limits.max_result_bytes,
+                         "sandbox_uid": boundary.SANDBOX_UID, "parent_namespaces": own_namespaces(),
+                         "seccomp": program is not None, "guard": not skip_guard,
                          "limits": limits.model_dump(include={"cpu_seconds", "memory_bytes", "file_size_bytes",
                                                               "open_files", "max_processes"})}
-        env = {**_SAFE_ENV, "HOME": str(home), "TMPDIR": str(home)}
-        # Not -I: it implies -E, which would drop PYTHONHASHSEED=0 (set ordering must be stable).
-        # The environment is built from scratch instead, so -E has nothing left to protect
-        # against; -s skips user site-packages, -P keeps the script's folder off sys.path,
-        # -B stops bytecode writes (which the guard would report as a violation).
-        cmd = [*prefix, sys.executable, "-s", "-P", "-B", str(CHILD_SCRIPT)]
-        report = _supervise(cmd, work, env, json.dumps(child_payload).encode(), nonce, limits)
+        report = _supervise(work, program, json.dumps(child_payload).encode(), nonce, limits)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    result = classify(report, op=payload["op"], expected=len(payload[_OPS[payload["op"]]]), limits=limits,
-                      own_netns=_own_netns())
+    reason = unavailable_reason(report)
+    if reason:
+        raise boundary.SandboxUnavailable(f"the sandbox for untrusted code could not be set up: {reason}; "
+                                          "nothing was run")
+    result = classify(report, op=payload["op"], expected=len(payload[_OPS[payload["op"]]]), limits=limits)
     if not skip_policy:
         result.layers = sorted({"ast_policy", *result.layers}, key=_LAYER_ORDER.index)
     result.checks = checks
     return result
 
 
-def _supervise(cmd: list[str], cwd: Path, env: dict[str, str], stdin: bytes, nonce: str,
-               limits: SandboxLimits) -> ChildReport:
+def _supervise(work: Path, program: bytes | None, stdin: bytes, nonce: str, limits: SandboxLimits) -> ChildReport:
     """Start the child, feed it, collect its records and stderr tail, enforce wall time."""
     report = ChildReport()
     prefix = nonce.encode() + b" "
@@ -230,9 +225,22 @@ def _supervise(cmd: list[str], cwd: Path, env: dict[str, str], stdin: bytes, non
             while tail_size[0] - len(stderr_tail[0]) >= limits.stderr_tail_bytes and len(stderr_tail) > 1:
                 tail_size[0] -= len(stderr_tail.popleft())
 
+    seccomp_fd = None
+    if program is not None:  # the filter travels through a pipe (it is far below the pipe buffer)
+        seccomp_fd, write_end = os.pipe()
+        os.write(write_end, program)
+        os.close(write_end)
+    cmd = child_command(work, seccomp_fd)
     started = time.monotonic()
-    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            cwd=cwd, env=env, start_new_session=True, close_fds=True)
+    try:
+        # env={}: bwrap and the PID-namespace init it leaves running keep the environment they
+        # were started with, so they get none; the child's own comes from --setenv.
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                cwd="/", env={}, start_new_session=True, close_fds=True,
+                                pass_fds=() if seccomp_fd is None else (seccomp_fd,))
+    finally:
+        if seccomp_fd is not None:
+            os.close(seccomp_fd)
     threads = [threading.Thread(target=fn, args=(pipe,), daemon=True)
                for fn, pipe in ((feed, proc.stdin), (read_records, proc.stdout), (read_stderr, proc.stderr))]
     for thread in threads:

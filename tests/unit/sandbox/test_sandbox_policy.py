@@ -141,10 +141,93 @@ def test_interpreter_internals_are_rejected_but_ordinary_dunders_are_not():
                 super().__init__()
                 self.__cache = {}
             def process_tool_call(self, tool_name, tool_input):
-                method = getattr(self, tool_name)
+                method = {"getX": self.getX}[tool_name]
                 return {"kind": type(self).__name__, "value": method(**tool_input)}
+            def getX(self):
+                return 1
         """)
     assert failures(ok) == {}
+
+
+# Issue 10, class 1: each of these talked the old policy round (attribute assignment to
+# allowed modules, computed attribute names reaching dunders) or is a close variant.
+@pytest.mark.parametrize(("snippet", "construct"), [
+    ("os.path.realpath = lambda p: p", "assignment to attribute 'os.path.realpath'"),
+    ("import json\njson.dumps = str", "assignment to attribute 'json.dumps'"),
+    ("import json\njson.dumps += 1", "assignment to attribute 'json.dumps'"),
+    ("import json\ndel json.dumps", "assignment to attribute 'json.dumps'"),
+    ("import json\nsetattr(json, 'dumps', str)", "setattr(json, 'dumps', ...)"),
+    ("x = getattr(os, ''.join(['sys', 'tem']))", "getattr() with a computed name"),
+    ("n = 'path'\nx = getattr(os, n)", "getattr() with a computed name"),
+    ("x = hasattr(os, str(1))", "hasattr() with a computed name"),
+    ("import functools\nf = functools.partial(getattr, os)", "'getattr' used as a value"),
+    ("x = ().__class__", "attribute '__class__'"),
+    ("x = (1).__class__.__mro__", "attribute '__mro__'"),
+    ("x = type(()).__subclasses__", "attribute '__subclasses__'"),
+    ("def f():\n    pass\ng = f.__globals__", "attribute '__globals__'"),
+    ("x = os.__dict__", "attribute '__dict__'"),
+    ("g = (i for i in [1])\nx = g.gi_frame.f_back", "attribute 'gi_frame'"),
+    ("import operator\nget = operator.attrgetter('__class__')", "operator.attrgetter('__class__')"),
+    ("import operator\nget = operator.attrgetter(''.join('ab'))", "operator.attrgetter(''.join('ab'))"),
+    ("import string\nf = string.Formatter()", "string.Formatter"),
+    ("import typing\nh = typing.get_type_hints(int)", "typing.get_type_hints"),
+    ("def f(x: \"__import__('os')\"):\n    pass", "annotation"),
+    ("import json\nx = json.decoder._CONSTANTS", "json.decoder._CONSTANTS"),
+    ("from json import _default_decoder", "import of 'json._default_decoder'"),
+    ("import numpy as np\nv = np.lib.stride_tricks.as_strided", "numpy.lib.stride_tricks"),
+    ("import json\njson.__dict__['dumps'] = str", "attribute '__dict__'"),
+])
+def test_code_cannot_reach_objects_it_did_not_create(snippet: str, construct: str):
+    found = failures(HEADER + snippet + "\n")
+    assert construct in found.get("dynamic_code", "") + found.get("native_code", ""), found
+
+
+def test_a_method_taken_from_the_class_cannot_patch_a_module():
+    # Cls.method(os.path, ...) runs a method whose "self" is a module: self.x = ... would patch it.
+    source = HEADER + textwrap.dedent("""\
+        class Patcher:
+            def patch(self, value):
+                self.realpath = value
+        Patcher.patch(os.path, str)
+        alias = Patcher
+        kind = type(Patcher())
+        kind.patch(os.path, str)
+        """)
+    found = failures(source)["dynamic_code"]
+    assert "line 6: method 'Patcher.patch' taken from the class" in found
+    assert "line 7: class 'Patcher' used as a value" in found
+    assert "line 8: type(Patcher()) used as a value" in found
+
+
+def test_own_objects_may_be_changed_and_classes_used_as_intended():
+    source = HEADER + textwrap.dedent("""\
+        class ToolError(ValueError):
+            pass
+        class Base:
+            LIMIT = 3
+            def __init__(self):
+                self.rows = {}
+        class Manager(Base):
+            def __init__(self):
+                Base.__init__(self)
+                super().__init__()
+                self.count = 0
+                self.count += 1
+                def bump():
+                    self.count += 1
+                bump()
+                setattr(self, "seen", True)
+            def check(self, value):
+                if not isinstance(value, (Base, dict)) or type(value) is int:
+                    raise ToolError(f"{type(self).__name__}: bad {value!r} (limit {Manager.LIMIT})")
+                try:
+                    return self.rows[value]
+                except (ToolError, KeyError):
+                    return None
+        _shared = Manager()
+        _shared.count = 2
+        """)
+    assert failures(source) == {}
 
 
 def test_shadowed_builtin_names_are_not_confused_with_the_builtins():

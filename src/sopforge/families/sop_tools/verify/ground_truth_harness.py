@@ -39,12 +39,11 @@ _SCALARS = (str, int, float, bool, type(None))
 
 def _plain(value, what):
     """A copy made only of JSON values, as json.loads(json.dumps(value)) would give, but fast."""
-    kind = type(value)
-    if kind in _SCALARS:
+    if type(value) in _SCALARS:  # type(x) only compared: the sandbox policy keeps classes from flowing
         return value
-    if kind is dict and all(type(k) is str for k in value):
+    if type(value) is dict and all(type(k) is str for k in value):
         return {k: _plain(v, what) for k, v in value.items()}
-    if kind is list or kind is tuple:
+    if type(value) is list or type(value) is tuple:
         return [_plain(v, what) for v in value]
     try:
         return json.loads(json.dumps(value))

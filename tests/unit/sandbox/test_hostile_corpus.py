@@ -1,0 +1,110 @@
+"""Issue 10: every hostile snippet is contained, through the full sandbox and with layers off.
+
+Each snippet of ``hostile_corpus.SNIPPETS`` is appended to the clean pharmacy tools.py and run
+three ways: the full sandbox; the static policy off (the guard and the OS boundary must stop
+it and report a violation); and policy *and* audit hook off, where only the OS boundary is
+left (there, only the effects are judged: nothing may reach the host). Effects are checked
+for real: a marker file outside the sandbox, a loopback listener, canary API keys in this
+process's environment, and the folder's own files.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hostile_corpus import SNIPPETS, Snippet
+from hostile_scene import PHARMACY, Scene, assert_no_effect, hostile_folder
+from sopforge.sandbox import SandboxLimits, SandboxResult, SandboxUnavailable, run_in_sandbox
+from sopforge.sandbox import boundary
+
+LIMITS = SandboxLimits(wall_seconds=10, cpu_seconds=4, memory_bytes=1024 ** 3)
+CALL = {"op": "call_tools", "groups": [[{"tool": "verifyPrescriberLicense", "input": {"prescription_id": "RX-004512"}}]]}
+MODES = ("full", "policy_off")
+
+
+def run(folder: Path, mode: str) -> SandboxResult:
+    return run_in_sandbox(folder, "tools.py", CALL, limits=LIMITS, skip_policy=mode != "full",
+                          skip_guard=mode == "os_only")
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("snippet", SNIPPETS, ids=lambda s: s.id)
+def test_each_snippet_is_stopped_and_reported(tmp_path: Path, scene: Scene, snippet: Snippet, mode: str):
+    folder = hostile_folder(tmp_path, snippet, scene)
+    tools_text = (folder / "tools.py").read_text()
+    result = run(folder, mode)
+    seen = result.model_dump_json()
+    assert not result.ok, f"reported as a clean run: {seen[:500]}"
+    if mode == "full" and snippet.static:
+        assert result.layers == ["ast_policy"] and result.error_kind == "policy_violation"
+        messages = " ".join(c.message for c in result.checks if not c.passed)
+        assert snippet.static in messages, messages
+    else:
+        assert result.error_kind in snippet.kinds, (result.error_kind, result.error_message, result.stderr_tail[-800:])
+        assert "bubblewrap" in result.layers
+    assert_no_effect(scene, seen, folder, tools_text)
+
+
+@pytest.mark.parametrize("snippet", SNIPPETS, ids=lambda s: s.id)
+def test_the_os_boundary_alone_contains_each_snippet(tmp_path: Path, scene: Scene, snippet: Snippet):
+    # No AST policy and no audit hook: as if both Python layers had been defeated.
+    folder = hostile_folder(tmp_path, snippet, scene)
+    tools_text = (folder / "tools.py").read_text()
+    result = run(folder, "os_only")
+    assert "audit_hook" not in result.layers and "bubblewrap" in result.layers
+    assert_no_effect(scene, result.model_dump_json(), folder, tools_text)
+
+
+def test_the_corpus_covers_every_class_of_the_issue():
+    classes = {s.cls.split(" ")[0] for s in SNIPPETS}
+    assert {"1", "2", "3", "4", "sockets", "subprocess", "fork", "ctypes", "threads", "signals", "writes", "huge",
+            "loops", "memory", "recursion", "pickle", "importlib", "sys.modules"} <= classes
+    assert len(SNIPPETS) >= 40 and len({s.id for s in SNIPPETS}) == len(SNIPPETS)
+
+
+@pytest.mark.parametrize("snippet_id", ["write_marker_outside", "socket_connect_loopback", "read_parent_environ_via_proc"])
+def test_the_effect_checks_see_an_escape_outside_the_sandbox(tmp_path: Path, scene: Scene, snippet_id: str):
+    # The same snippet under plain python does leave its mark: the assertions above can fail.
+    snippet = next(s for s in SNIPPETS if s.id == snippet_id)
+    folder = hostile_folder(tmp_path, snippet, scene)
+    done = subprocess.run([sys.executable, "tools.py"], cwd=folder, capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ))
+    seen = done.stdout + done.stderr
+    with pytest.raises(AssertionError):
+        assert_no_effect(scene, seen, folder, (folder / "tools.py").read_text())
+
+
+def test_without_bubblewrap_nothing_runs(tmp_path: Path, scene: Scene, monkeypatch: pytest.MonkeyPatch):
+    snippet = next(s for s in SNIPPETS if s.id == "write_marker_outside")
+    folder = hostile_folder(tmp_path, snippet, scene)
+    monkeypatch.setattr(boundary, "BWRAP_PATH", str(tmp_path / "no-bwrap"))
+    with pytest.raises(SandboxUnavailable) as err:
+        run(folder, "policy_off")
+    message = str(err.value)
+    assert "\n" not in message and "no-bwrap is missing" in message and "apt-get install bubblewrap" in message
+    assert not scene.marker.exists()
+
+
+def test_what_the_sandbox_sees_from_inside(tmp_path: Path, scene: Scene):
+    folder = tmp_path / "probe"
+    folder.mkdir()
+    (folder / "tools.py").write_text(
+        "import os\n"
+        "class ProbeManager:\n"
+        "    def process_tool_call(self, tool_name, tool_input):\n"
+        "        return {'uid': os.getuid(), 'root': sorted(os.listdir('/')), 'env': sorted(os.environ),\n"
+        "                'pids': sorted(p for p in os.listdir('/proc') if p.isdigit()), 'cwd': os.getcwd()}\n")
+    result = run_in_sandbox(folder, "tools.py", {"op": "call_tools", "groups": [[{"tool": "probe"}]]}, limits=LIMITS,
+                            skip_policy=True, skip_guard=True)
+    assert result.ok and result.layers == ["bubblewrap", "seccomp", "rlimits", "wall_clock"]
+    seen = result.results[0][0].result
+    assert seen["uid"] == boundary.SANDBOX_UID and seen["cwd"] == boundary.FOLDER
+    assert seen["pids"] == ["1", "2"]  # bubblewrap's init and the child: nothing of the host
+    assert not {"home", "dev", "var", "run", "sys"} & set(seen["root"]), seen["root"]
+    assert not {"OPENAI_API_KEY", "ANTHROPIC_API_KEY"} & set(seen["env"]) and "PYTHONHASHSEED" in seen["env"]
