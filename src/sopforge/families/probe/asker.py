@@ -9,6 +9,7 @@ executor's cache key already holds each template's hash).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -17,10 +18,10 @@ from pydantic import BaseModel
 from sopforge.ask import StageResult, ask_keeping_answers
 from sopforge.checks import CheckResult
 from sopforge.llm.types import LLMClient, sha256_json
-from sopforge.prompts import PromptRegistry, default_registry
+from sopforge.prompts import PromptRegistry, RenderedPrompt, default_registry
 from sopforge.settings import Settings
 
-__all__ = ["Asker", "numbered"]
+__all__ = ["Asker", "numbered", "with_retry_reasons"]
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -30,10 +31,15 @@ def numbered(items: list[str]) -> str:
     return "\n".join(f"{i}. {item}" for i, item in enumerate(items, 1)) or "none"
 
 
-def _joined(feedback: str | None, reasons: str | None) -> str | None:
-    parts = [p.strip() for p in (feedback, reasons and f"A previous version was refused by verification: {reasons}")
-             if p and p.strip()]
-    return "\n".join(parts) or None
+RETRY_LEAD = "A previous version of this answer was refused by verification; avoid the same problem:"
+
+
+def with_retry_reasons(rendered: RenderedPrompt, reasons: str | None) -> RenderedPrompt:
+    """The prompt of a new generation cycle: the reasons the last cycle was refused, as a final paragraph."""
+    if not reasons:
+        return rendered
+    text = f"{rendered.text.rstrip()}\n\n{RETRY_LEAD} {reasons.strip()}\n"
+    return rendered.model_copy(update={"text": text, "prompt_hash": hashlib.sha256(text.encode("utf-8")).hexdigest()})
 
 
 class Asker:
@@ -61,17 +67,17 @@ class Asker:
             params: The template's parameters (already rendered text).
             parse_and_check: Raw answer -> (artifact, checks); raises ParseError when unreadable.
             keep_checks: Whether the answer's checks join the stage's (judges' checks are summarised instead).
-            retry_reasons: Why the previous generation cycle of this item was refused (a judge's reasons);
-                added to the prompt like reviewer feedback.
+            retry_reasons: Why the previous generation cycle of this item was refused (a check's or a
+                judge's reasons), appended to the prompt.
 
         Raises:
             ValidationFailed: no attempt was accepted; carries every raw answer of the stage so far.
         """
-        rendered = self.registry.render(template_id, **params)
+        rendered = with_retry_reasons(self.registry.render(template_id, **params), retry_reasons)
         result = ask_keeping_answers(
             self.raw_texts, self.llm, rendered, step=item, parse_and_check=parse_and_check, stage=self.stage,
             call_key_prefix=f"{self.slug}/{self.stage}/{item}", settings=self.settings, model=self.model,
-            temperature=self.temperature, feedback=_joined(self.feedback, retry_reasons))
+            temperature=self.temperature, feedback=self.feedback)
         self.attempts += result.attempts
         self.last_raw = result.raw_texts[-1]
         if keep_checks:

@@ -13,6 +13,7 @@ from collections import Counter
 from sopforge.checks import CheckResult, check
 from sopforge.families.probe.models.bottlenecks import Action, Bottleneck
 from sopforge.families.probe.models.world import WorldModel
+from sopforge.families.probe.verify.document_checks import identifiers
 
 __all__ = ["bottleneck_keywords", "check_actions", "check_bottlenecks", "content_words", "keyword_hits"]
 
@@ -24,7 +25,6 @@ _STOP = {"a", "an", "and", "are", "as", "at", "be", "because", "been", "but", "b
          "their", "them", "they", "this", "to", "was", "were", "which", "who", "will", "with", "without", "yet",
          "until", "before", "after", "still", "only", "any", "all", "no", "than", "then", "there", "these", "those",
          "can", "cannot", "could", "would", "should", "must", "may", "one", "two", "three", "new", "next", "each"}
-_IDENTIFIER = re.compile(r"\b(?=[A-Za-z0-9-]*\d)(?=[A-Za-z0-9-]*[A-Za-z])[A-Za-z0-9]+(?:-[A-Za-z0-9]+)*\b")
 _SENTENCE_END = re.compile(r"[.!?](?:\s|$)")
 
 
@@ -37,7 +37,7 @@ def bottleneck_keywords(bottleneck: Bottleneck, world: WorldModel) -> set[str]:
     """What an action must never say about this bottleneck (lower case).
 
     The names (full, first and last) of every person the description mentions, the company name,
-    identifiers with letters and digits (``RX-4471``, ``Q3``), and capitalised words that do not
+    identifiers (``RX-4471``, ``ENG4521``; see :func:`identifiers`), and capitalised words that do not
     start a sentence (proper nouns such as a drug, payer or system name), months and days excepted.
     """
     text = bottleneck.description
@@ -48,7 +48,7 @@ def bottleneck_keywords(bottleneck: Bottleneck, world: WorldModel) -> set[str]:
         if person.lower() in lowered or any(re.search(rf"\b{re.escape(p.lower())}\b", lowered) for p in parts[-1:]):
             words |= {person.lower(), *(p.lower() for p in parts if len(p) > 2)}
     words.add(world.org.company_name.lower())
-    words |= {m.group(0).lower() for m in _IDENTIFIER.finditer(text)}
+    words |= {x.lower() for x in identifiers(text)}
     for sentence in re.split(r"(?<=[.!?])\s+", text):
         tokens = re.findall(r"[A-Za-z][A-Za-z'-]*", sentence)
         for token in tokens[1:]:

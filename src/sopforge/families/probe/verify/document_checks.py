@@ -24,12 +24,13 @@ _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 
 
 def identifiers(text: str) -> set[str]:
-    """Case and ticket numbers: hyphenated tokens with a digit (``RX-88213``, ``Q3-2026``) or capitals
-    followed by digits (``ENG4521``). Plain numbers, dates and times are not identifiers."""
+    """Case and ticket numbers: hyphenated tokens with a digit and a capital letter (``RX-88213``,
+    ``Q3-2026``) or capitals followed by digits (``ENG4521``). Plain numbers, dates, times and
+    ordinary words with digits (``90-day``, ``24-hour``) are not identifiers."""
     found = set()
     for m in _IDENTIFIER.finditer(text):
         token = m.group(0)
-        if re.fullmatch(r"\d{4}-\d{2}-\d{2}", token) or re.fullmatch(r"[\d-]+", token):
+        if not re.search(r"[A-Z]", token):
             continue
         found.add(token.upper())
     return found
