@@ -72,7 +72,7 @@ class ProbeSpec(BaseModel):
     min_review_score: int = Field(7, ge=1, le=10, description="T13 quality score a true positive needs.")
     max_bm25_f1: float = Field(0.5, ge=0, le=1, description="Shortcut gate: BM25 search F1 a sample may reach at most.")
     max_adversary_f1: float = Field(0.5, ge=0, le=1, description="Shortcut gate: an adversary that picks the solver "
-                                                                "and reaches this search F1 from surface artifacts "
+                                                                "and exceeds this search F1 from surface artifacts "
                                                                 "solves the sample.")
     alpha: float = Field(0.05, gt=0, lt=1, description="Two-sample tests: below this p-value (Bonferroni over the "
                                                        "tests) true positives are separable from distractors.")

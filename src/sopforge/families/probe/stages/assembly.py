@@ -8,7 +8,7 @@ sample's T is its own, L52); their solvers stay in the action list as plausible 
 
 The shortcut gate (:mod:`sopforge.families.probe.verify.shortcut`): a sample whose BM25 search
 F1 exceeds ``probe.max_bm25_f1``, or that the surface-only adversary (``probe/adversary``) solves
-(right action and search F1 of at least ``probe.max_adversary_f1``), is dropped and counted. Over
+(right action and a search F1 above ``probe.max_adversary_f1``), is dropped and counted. Over
 all kept samples, true positives must not be separable from the other documents by length, type
 or formatting; if they are, the stage fails with the figures. Pure.
 """
@@ -128,8 +128,9 @@ def run(inputs: AssemblyInputs, *, llm: LLMClient, settings: Settings, model: st
         if figures.bm25_f1 > options.max_bm25_f1:
             failures.append(f"BM25 with the world model and actions finds the evidence (F1 {figures.bm25_f1:.2f} > "
                             f"{options.max_bm25_f1:.2f})")
-        if figures.adversary_action_hit and figures.adversary_f1 >= options.max_adversary_f1:
-            failures.append(f"a surface-only adversary solves it (right action, search F1 {figures.adversary_f1:.2f})")
+        if figures.adversary_action_hit and figures.adversary_f1 > options.max_adversary_f1:
+            failures.append(f"a surface-only adversary solves it (right action, search F1 {figures.adversary_f1:.2f} > "
+                            f"{options.max_adversary_f1:.2f})")
         funnel.item("shortcut_gate", persona.difficulty, sid, verified=not failures, kept=not failures,
                     reason="; ".join(failures))
         if failures:
