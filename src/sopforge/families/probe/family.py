@@ -13,6 +13,7 @@ from typing import Any
 
 from sopforge.families import ExportSpec, Family, FamilySummary, OptionsSpec, StageSpec, SummaryTable, TableView
 from sopforge.families.probe import edits, render
+from sopforge.families.probe.export.samples import PAPER_TABLE_1
 from sopforge.families.probe.models.bottlenecks import BottleneckSet
 from sopforge.families.probe.models.sets import DocumentSet, EvidenceSet, PlanSet, ProbeManifest, SampleSet
 from sopforge.families.probe.models.verdicts import JudgedAnswer
@@ -141,8 +142,6 @@ def summarize(contents: dict[str, dict[str, Any]]) -> FamilySummary:
             f"{t['feature']} p={t['p_value']:.3f}" for t in tests))
     manifest = contents.get(package.STAGE)
     if manifest:
-        from sopforge.families.probe.export.samples import PAPER_TABLE_1
-
         stats = manifest["stats"]
         summary.tables.append(SummaryTable(
             f"PROBE Table 1 ({stats['samples']} samples, {stats['personas']} personas) beside the paper's "

@@ -68,7 +68,7 @@ def documents_markdown(content: dict[str, Any]) -> str:
     for j in content.get("documents", []):
         d = j["document"]
         rows.append({"id": d["id"], "sample": d.get("sample_id") or d["persona_id"], "origin": d["origin"],
-                     "title": d["title"], "tokens": d.get("tokens", ""),
+                     "title": d["title"],
                      "review": (j.get("review") or {}).get("quality_score", ""),
                      "evidence of": ", ".join(map(str, (j.get("conveys") or {}).get("evidence_of", []))) or "none",
                      "changed": "; ".join(f"{c['what']}: {c['original']} -> {c['replacement']}"

@@ -40,7 +40,7 @@ URGENCY_WORDS = ("urgent", "asap", "immediately", "deadline", "overdue", "blocke
 
 def bm25_ranking(query: str, documents: list[Document]) -> list[str]:
     """Document ids from best to worst BM25 match of ``query`` (English stop words removed)."""
-    import bm25s
+    import bm25s  # imported here: only the assembly stage needs it, and the family is imported by every CLI call
 
     retriever = bm25s.BM25()
     retriever.index(bm25s.tokenize([d.text for d in documents], stopwords="en", show_progress=False),
