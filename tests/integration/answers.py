@@ -8,8 +8,10 @@ from pathlib import Path
 from sopforge.llm.providers._files import read_response, split_front_matter
 
 RECORDINGS = Path(__file__).resolve().parents[2] / "examples" / "recordings" / "pharmacy_refills"
-# Every LLM call of the example run, each answered once: the recordings are its answers.
-RECORDED_CALLS = len(list(RECORDINGS.glob("*.response.md")))
+# Every LLM call of the example run's sop_tools family (and the shared context), each answered once:
+# the recordings are its answers. The PROBE family's recordings (probe_* stages) are counted apart.
+PROBE_CALLS = len(list(RECORDINGS.glob("pharmacy_refills__probe_*.response.md")))
+RECORDED_CALLS = len(list(RECORDINGS.glob("*.response.md"))) - PROBE_CALLS
 # The chain up to the reference stage: one call per stage, two dataset batches, three tools asks.
 CHAIN_CALLS = 10
 THEME = ("Retail pharmacy prescription refill requests: deciding whether a patient's refill can be "
@@ -37,9 +39,16 @@ HARDENING_MARKERS = (
 )
 
 
+# PROBE prompts (prompts/probe/*.j2) ask per persona, sample and document: answered by prompt.
+PROBE_MARKERS = ("<personas>", "<persona>", "<world_model>", "You are judging whether an AI agent correctly identified",
+                 "You are an expert evaluator of the parameters", "You are an adversary auditing")
+
+
 def stage_of(prompt: str) -> str:
     """Which stage's template produced ``prompt`` (later prompts quote earlier artifacts, so the
     most specific marker is tested first)."""
+    if any(marker in prompt for marker in PROBE_MARKERS):
+        return "probe/any"
     for marker, stage in HARDENING_MARKERS:
         if marker in prompt:
             return stage

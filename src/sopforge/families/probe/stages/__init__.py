@@ -1,0 +1,1 @@
+"""PROBE stages: one pure ``run()`` per stage (no store, no Prefect)."""

@@ -1,0 +1,112 @@
+"""Stage 'probe_bottlenecks': bottlenecks (T6) and the action space (T1) of each persona, solvers proven unique.
+
+Per persona: one T6 batch (``probe/bottlenecks``), one T1 answer (``probe/actions``) checked by
+code (exactly one solver per bottleneck, no bottleneck keyword in any action), then one solver
+judge per bottleneck (``probe/solver_judge``): given only the bottleneck and the action list, it
+must pick the labelled solver and no other action. When a judge disagrees, T1 is asked again
+with the judge's reasons (a new cycle, up to ``max_retries``); a bottleneck whose solver is
+still not unique is dropped (no sample is built for it) and counted in the funnel. Its action
+stays in the list as a plausible non-solver, as the paper's other-bottleneck solvers do.
+
+This is the family's review gate: a reviewer sees every bottleneck beside its solver. Pure.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from sopforge.ask import StageResult, failed_with_answers
+from sopforge.checks import CheckResult, check
+from sopforge.families.probe.asker import Asker, numbered
+from sopforge.families.probe.models.bottlenecks import (
+    ActionList, BottleneckList, BottleneckSet, PersonaBottlenecks, SolverVerdict,
+)
+from sopforge.families.probe.models.world import WorldModel, WorldSet, parse_json_block
+from sopforge.families.probe.options import ProbeSpec
+from sopforge.families.probe.verify.bottleneck_checks import check_actions, check_bottlenecks
+from sopforge.families.probe.verify.judges import SOLVER_TEMPLATE, ask_solver
+from sopforge.funnel import Funnel
+from sopforge.llm.types import LLMClient
+from sopforge.prompts import PromptRegistry
+from sopforge.settings import Settings
+
+__all__ = ["STAGE", "TEMPLATE_IDS", "BottlenecksInputs", "run"]
+
+STAGE = "probe_bottlenecks"
+TEMPLATE_IDS = ("probe/bottlenecks", "probe/actions", SOLVER_TEMPLATE)
+
+
+class BottlenecksInputs(BaseModel):
+    theme_slug: str = Field(description="First part of every call key.")
+    worlds: WorldSet = Field(description="Every persona's world model.")
+    options: ProbeSpec = Field(description="The theme's probe section (counts per difficulty, retries).")
+
+
+def solver_failures(persona: PersonaBottlenecks) -> dict[int, str]:
+    """Bottleneck index -> why its labelled solver is not proven unique by the judge's verdict."""
+    failures = {}
+    for index in range(1, len(persona.bottlenecks) + 1):
+        verdict = persona.verdicts.get(str(index))
+        solver = persona.solver(index).id
+        if verdict is None:
+            failures[index] = "no verdict"
+        elif verdict.resolving_action != solver:
+            failures[index] = (f"the judge says {verdict.resolving_action} resolves bottleneck {index}, not {solver}: "
+                               f"{verdict.reason}")
+        elif [a for a in verdict.also_resolving if a != solver]:
+            failures[index] = (f"actions {verdict.also_resolving} would also resolve bottleneck {index}: "
+                               f"{verdict.reason}")
+    return failures
+
+
+def _persona(asker: Asker, world: WorldModel, options: ProbeSpec, funnel: Funnel) -> PersonaBottlenecks:
+    p = world.persona
+    n_bottlenecks, n_actions = options.bottlenecks.of(p.difficulty), options.actions.of(p.difficulty)
+    shared = {"world_model": world.to_prompt_text(), "difficulty": p.difficulty}
+    bottlenecks = asker.ask(f"{p.id}-bottlenecks", TEMPLATE_IDS[0], {**shared, "num_bottlenecks": str(n_bottlenecks)},
+                            lambda raw: (b := parse_json_block(raw, "bottlenecks", BottleneckList, key="bottlenecks"),
+                                         check_bottlenecks(b.bottlenecks, world, n_bottlenecks))).bottlenecks
+    reasons: str | None = None
+    for cycle in range(1, options.max_retries + 2):
+        actions = asker.ask(f"{p.id}-actions-c{cycle}", TEMPLATE_IDS[1], {
+            **shared, "bottlenecks": numbered([b.description for b in bottlenecks]), "num_actions": str(n_actions)},
+            lambda raw: (a := parse_json_block(raw, "actions", ActionList, key="actions"),
+                         check_actions(a.actions, bottlenecks, world, n_actions)),
+            retry_reasons=reasons).actions
+        persona = PersonaBottlenecks(persona_id=p.id, difficulty=p.difficulty, bottlenecks=bottlenecks, actions=actions)
+        for index, b in enumerate(bottlenecks, 1):
+            verdict: SolverVerdict = ask_solver(asker, f"{p.id}-b{index}-solver-c{cycle}", world, actions, b.description)
+            persona.verdicts[str(index)] = verdict
+        failures = solver_failures(persona)
+        if not failures or cycle == options.max_retries + 1:
+            break
+        reasons = "; ".join(failures.values())
+    persona.kept = [i for i in range(1, len(bottlenecks) + 1) if i not in failures]
+    for index, b in enumerate(bottlenecks, 1):
+        funnel.item("bottleneck", b.type, f"{p.id}-b{index}", verified=index not in failures,
+                    kept=index not in failures, retried=cycle > 1,
+                    reason=f"solver not unique: {failures.get(index, '')}")
+    return persona
+
+
+def run(inputs: BottlenecksInputs, *, llm: LLMClient, settings: Settings, model: str, temperature: float,
+        feedback: str | None = None, registry: PromptRegistry | None = None, **_: object) -> StageResult[BottleneckSet]:
+    """Bottlenecks and actions for every persona; the solver of every kept bottleneck is judged unique.
+
+    Raises:
+        ValidationFailed: an answer never passed its checks, or no bottleneck of any persona has a unique solver.
+    """
+    asker = Asker(STAGE, inputs.theme_slug, TEMPLATE_IDS, llm=llm, settings=settings, model=model,
+                  temperature=temperature, feedback=feedback, registry=registry)
+    funnel = Funnel()
+    personas = [_persona(asker, w, inputs.options, funnel) for w in inputs.worlds.worlds]
+    artifact = BottleneckSet(personas=personas, funnel=funnel.rows(), drops=funnel.drops)
+    kept = len(artifact.samples())
+    if not kept:
+        reasons = "; ".join(d.reason for d in funnel.drops)
+        raise failed_with_answers(f"{STAGE}: no bottleneck has a unique solver ({reasons}); regenerate with "
+                                  "feedback or change the model", [], asker.raw_texts)
+    total = sum(len(p.bottlenecks) for p in personas)
+    return asker.result(artifact, [check(f"{STAGE}.solvers_unique", kept == total,
+                                         f"{total - kept} of {total} bottlenecks dropped: their solver is not unique "
+                                         "(reasons in drops)", severity="warning", kept=kept, total=total)])

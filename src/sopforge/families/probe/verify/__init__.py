@@ -1,0 +1,1 @@
+"""Everything that proves a PROBE artifact: deterministic checks, LLM judges, the shortcut gate, scorers."""

@@ -1,0 +1,134 @@
+"""Checks of bottlenecks (T6) and action spaces (T1): research/probe.md requirements 3-4.
+
+The action-space rules are T1's own (L533-540, L702-710): exactly one action solves each
+bottleneck, and no action names the people, organisations or details of a bottleneck. "Keywords"
+are made concrete here (:func:`bottleneck_keywords`) so the rule can be checked without an LLM.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from sopforge.checks import CheckResult, check
+from sopforge.families.probe.models.bottlenecks import Action, Bottleneck
+from sopforge.families.probe.models.world import WorldModel
+from sopforge.families.probe.verify.document_checks import identifiers
+
+__all__ = ["bottleneck_keywords", "check_actions", "check_bottlenecks", "content_words", "keyword_hits"]
+
+_MONTHS_DAYS = {m.lower() for m in (
+    "January February March April May June July August September October November December Monday Tuesday "
+    "Wednesday Thursday Friday Saturday Sunday Jan Feb Mar Apr Jun Jul Aug Sep Sept Oct Nov Dec").split()}
+_STOP = {"a", "an", "and", "are", "as", "at", "be", "because", "been", "but", "by", "for", "from", "has", "have",
+         "he", "her", "his", "in", "into", "is", "it", "its", "not", "of", "on", "or", "she", "so", "that", "the",
+         "their", "them", "they", "this", "to", "was", "were", "which", "who", "will", "with", "without", "yet",
+         "until", "before", "after", "still", "only", "any", "all", "no", "than", "then", "there", "these", "those",
+         "can", "cannot", "could", "would", "should", "must", "may", "one", "two", "three", "new", "next", "each"}
+_SENTENCE_END = re.compile(r"[.!?](?:\s|$)")
+
+
+def content_words(text: str) -> set[str]:
+    """Lower-case words of three letters or more, stop words removed (lexical overlap)."""
+    return {w for w in re.findall(r"[a-z][a-z'-]{2,}", text.lower()) if w not in _STOP}
+
+
+def bottleneck_keywords(bottleneck: Bottleneck, world: WorldModel) -> set[str]:
+    """What an action must never say about this bottleneck (lower case).
+
+    The names (full, first and last) of every person the description mentions, the company name,
+    identifiers (``RX-4471``, ``ENG4521``; see :func:`identifiers`), and capitalised words that do not
+    start a sentence (proper nouns such as a drug, payer or system name), months and days excepted.
+    """
+    text = bottleneck.description
+    lowered = text.lower()
+    words: set[str] = set()
+    for person in world.people():
+        parts = person.split()
+        if person.lower() in lowered or any(re.search(rf"\b{re.escape(p.lower())}\b", lowered) for p in parts[-1:]):
+            words |= {person.lower(), *(p.lower() for p in parts if len(p) > 2)}
+    words.add(world.org.company_name.lower())
+    words |= {x.lower() for x in identifiers(text)}
+    for sentence in re.split(r"(?<=[.!?])\s+", text):
+        tokens = re.findall(r"[A-Za-z][A-Za-z'-]*", sentence)
+        for token in tokens[1:]:
+            if token[0].isupper() and token.lower() not in _MONTHS_DAYS and token.lower() not in _STOP:
+                words.add(token.lower().strip("'s"))
+    return {w for w in words if len(w) > 1}
+
+
+def keyword_hits(text: str, keywords: set[str]) -> list[str]:
+    """The keywords ``text`` contains as whole words (case-insensitive), sorted."""
+    lowered = text.lower().replace("_", " ")
+    return sorted(k for k in keywords if re.search(rf"(?<![a-z0-9]){re.escape(k)}(?![a-z0-9])", lowered))
+
+
+def check_bottlenecks(bottlenecks: list[Bottleneck], world: WorldModel, expected: int) -> list[CheckResult]:
+    """Count, T6's diversity (types, people), real names, a dated or identified artifact, 2-3 sentences."""
+    names = {r.name.lower() for r in world.relationships}
+    surnames = {r.name.split()[-1].lower() for r in world.relationships}
+    unknown_primary = [b.primary_person for b in bottlenecks if b.primary_person.lower() not in names]
+    nameless = [i for i, b in enumerate(bottlenecks, 1)
+                if not any(re.search(rf"\b{re.escape(s)}\b", b.description.lower()) for s in surnames)]
+    undated = [i for i, b in enumerate(bottlenecks, 1) if not re.search(r"\d", b.description)]
+    long = [i for i, b in enumerate(bottlenecks, 1) if len(_SENTENCE_END.findall(b.description.strip())) > 3]
+    types = Counter(b.type for b in bottlenecks)
+    people = Counter(b.primary_person.lower() for b in bottlenecks)
+    return [
+        check("probe_bottlenecks.count", len(bottlenecks) == expected,
+              f"expected {expected} bottlenecks, got {len(bottlenecks)}", expected=expected, got=len(bottlenecks)),
+        check("probe_bottlenecks.primary_person_known", not unknown_primary,
+              f"primary_person must be one of the relationships, by full name: {unknown_primary}"),
+        check("probe_bottlenecks.real_names", not nameless,
+              f"bottleneck(s) {nameless} name nobody from the relationships (T6 rule 1: REAL NAMES)"),
+        check("probe_bottlenecks.specific", not undated,
+              f"bottleneck(s) {undated} give no date, deadline or identifier (T6 rules 2-3)"),
+        check("probe_bottlenecks.length", not long, f"bottleneck(s) {long} are longer than three sentences"),
+        check("probe_bottlenecks.distinct_types", all(n == 1 for n in types.values()) or len(bottlenecks) > 6,
+              f"each bottleneck needs a different type (T6 diversity): {dict(types)}"),
+        check("probe_bottlenecks.distinct_people", all(n == 1 for n in people.values()),
+              f"each bottleneck needs a different primary person (T6 diversity): {dict(people)}"),
+    ]
+
+
+def check_actions(actions: list[Action], bottlenecks: list[Bottleneck], world: WorldModel,
+                  expected: int) -> list[CheckResult]:
+    """T1's rules: the count, unique ids, exactly one solver per bottleneck, no bottleneck keywords anywhere."""
+    ids = Counter(a.id for a in actions)
+    solvers = Counter(a.solves_bottleneck for a in actions if a.solves_bottleneck is not None)
+    n = len(bottlenecks)
+    wrong_solvers = {i: solvers.get(i, 0) for i in range(1, n + 1) if solvers.get(i, 0) != 1}
+    out_of_range = sorted(i for i in solvers if i > n)
+    leaks = {}
+    for index, b in enumerate(bottlenecks, 1):
+        keywords = bottleneck_keywords(b, world)
+        for a in actions:
+            hits = keyword_hits(a.text(), keywords)
+            if hits:
+                leaks[f"{a.id} / bottleneck {index}"] = hits
+    overlap = []
+    for index, b in enumerate(bottlenecks, 1):
+        solver = next((a for a in actions if a.solves_bottleneck == index), None)
+        if solver is None:
+            continue
+        words = content_words(b.description)
+        own = len(words & content_words(solver.description))
+        most_other = max((len(words & content_words(a.description)) for a in actions if a is not solver), default=0)
+        if own > most_other + 1:
+            overlap.append(f"{solver.id} shares {own} words with bottleneck {index}, other actions at most {most_other}")
+    return [
+        check("probe_actions.count", len(actions) == expected, f"expected exactly {expected} actions, got {len(actions)}",
+              expected=expected, got=len(actions)),
+        check("probe_actions.unique_ids", all(c == 1 for c in ids.values()),
+              f"action ids must be unique: {[i for i, c in ids.items() if c > 1]}"),
+        check("probe_actions.one_solver_each", not wrong_solvers and not out_of_range,
+              "exactly one action must solve each bottleneck (solves_bottleneck = its 1-based number); "
+              f"solvers per bottleneck that are not 1: {wrong_solvers}" + (f"; no bottleneck {out_of_range}" if out_of_range else ""),
+              wrong=wrong_solvers, out_of_range=out_of_range),
+        check("probe_actions.no_bottleneck_keywords", not leaks,
+              "actions must not name the people, organisation or details of a bottleneck (T1 rule 5): "
+              + "; ".join(f"{k}: {', '.join(v)}" for k, v in leaks.items()), leaks=leaks),
+        check("probe_actions.no_lexical_giveaway", not overlap,
+              "a solver's description shares more words with its bottleneck than any other action does: "
+              + "; ".join(overlap), severity="warning"),
+    ]

@@ -1,0 +1,45 @@
+"""Checks of the checklist (T7) and the evidence plan (T8): research/probe.md requirements 5-6."""
+
+from __future__ import annotations
+
+from sopforge.checks import CheckResult, check
+from sopforge.families.probe.models.bottlenecks import Action
+from sopforge.families.probe.models.sets import Checklist, EvidencePlanEntry
+from sopforge.families.probe.models.world import WorldModel
+
+__all__ = ["check_checklist", "check_plan"]
+
+
+def check_checklist(checklist: Checklist, solver: Action) -> list[CheckResult]:
+    """Step 3 selects the solver and fills exactly its required parameters, each with a value."""
+    step = checklist.task_selection_step
+    required = set(solver.params_schema.required)
+    given = set(step.parameters)
+    empty = sorted(k for k, v in step.parameters.items() if v in (None, "", [], {}))
+    return [
+        check("probe_plans.checklist_action", step.action_id == solver.id,
+              f"task_selection_step.action_id must be {solver.id!r} (the action that resolves this bottleneck), "
+              f"got {step.action_id!r}"),
+        check("probe_plans.expected_parameters", given == required and not empty,
+              f"task_selection_step.parameters must give a value to exactly the required parameters of "
+              f"{solver.id} ({', '.join(sorted(required))}); missing {sorted(required - given)}, "
+              f"unknown {sorted(given - required)}, empty {empty}"),
+    ]
+
+
+def check_plan(plan: list[EvidencePlanEntry], world: WorldModel, expected: int) -> list[CheckResult]:
+    """T8: the requested count, distinct roles, mixed sources, creators from the world model."""
+    people = {p.lower() for p in world.people()}
+    strangers = [e.sender_or_creator for e in plan if e.sender_or_creator.lower() not in people]
+    roles = [e.evidence_role.lower().strip() for e in plan]
+    kinds = {e.document_type for e in plan}
+    return [
+        check("probe_plans.plan_count", len(plan) == expected,
+              f"plan exactly {expected} documents, got {len(plan)}", expected=expected, got=len(plan)),
+        check("probe_plans.distinct_roles", len(set(roles)) == len(roles),
+              "each document must cover a different aspect (evidence_role) of the bottleneck"),
+        check("probe_plans.mixed_sources", len(plan) < 2 or len(kinds) >= 2,
+              "spread the evidence over at least two document types (email, calendar, document)"),
+        check("probe_plans.known_creators", not strangers,
+              f"sender_or_creator must be the persona or a relationship, by full name: {strangers}"),
+    ]

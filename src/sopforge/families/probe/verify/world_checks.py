@@ -1,0 +1,69 @@
+"""Checks of personas and world models (research/probe.md requirements 1-2)."""
+
+from __future__ import annotations
+
+from sopforge.checks import CheckResult, check
+from sopforge.context.model import BusinessContext
+from sopforge.families.probe.models.world import OrgStructure, Persona, PersonalContext, Relationship
+
+__all__ = ["RELATIONSHIP_BANDS", "check_org", "check_personal", "check_personas", "check_relationships"]
+
+# T4's counts per difficulty (L885-890).
+RELATIONSHIP_BANDS = {"easy": (3, 5), "medium": (5, 8), "hard": (8, 12)}
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().replace("&", " and ").split())
+
+
+def check_personas(personas: list[Persona], context: BusinessContext, expected: int) -> list[CheckResult]:
+    """Count, distinct names, and a role and sub-business that exist in the business context."""
+    roles_text = _norm(next((s.body for s in context.sections if s.number == 4), ""))
+    subs = {_norm(s.name) for s in context.sub_businesses}
+    names = [_norm(p.name) for p in personas]
+    unknown_roles = [p.role for p in personas if _norm(p.role) not in roles_text]
+    unknown_subs = [p.sub_business for p in personas if _norm(p.sub_business) not in subs]
+    return [
+        check("probe_personas.count", len(personas) == expected, f"expected {expected} personas, got {len(personas)}",
+              expected=expected, got=len(personas)),
+        check("probe_personas.distinct_names", len(set(names)) == len(names) and len({n.split()[-1] for n in names})
+              == len(names), "persona names (and surnames) must all differ", names=[p.name for p in personas]),
+        check("probe_personas.roles_from_context", not unknown_roles,
+              f"role(s) {unknown_roles} are not key roles of the business context (section 4); use a role "
+              "named there", unknown=unknown_roles),
+        check("probe_personas.sub_business_from_context", not unknown_subs,
+              f"sub-business(es) {unknown_subs} are not in the business context's section 2; use a name from it",
+              unknown=unknown_subs),
+    ]
+
+
+def check_org(org: OrgStructure) -> list[CheckResult]:
+    return [check("probe_world.team_size", org.direct_reports <= org.team_size,
+                  f"direct_reports ({org.direct_reports}) cannot exceed team_size ({org.team_size})")]
+
+
+def check_personal(personal: PersonalContext) -> list[CheckResult]:
+    return [check("probe_world.goals", len(personal.current_goals) >= 3,
+                  f"give three current goals (T3 asks for three), got {len(personal.current_goals)}")]
+
+
+def check_relationships(relationships: list[Relationship], persona: Persona, domain: str) -> list[CheckResult]:
+    """T4's difficulty band, unique names and surnames, never the persona, colleagues on the company domain."""
+    low, high = RELATIONSHIP_BANDS[persona.difficulty]
+    names = [_norm(r.name) for r in relationships]
+    surnames = [n.split()[-1] for n in names]
+    wrong_domain = [r.email for r in relationships if r.type in ("colleague", "manager") and
+                    not r.email.endswith("@" + domain)]
+    return [
+        check("probe_world.relationship_count", low <= len(relationships) <= high,
+              f"a {persona.difficulty} persona has {low}-{high} relationships (T4), got {len(relationships)}",
+              got=len(relationships), band=[low, high]),
+        check("probe_world.distinct_people", len(set(names)) == len(names) and len(set(surnames)) == len(surnames)
+              and _norm(persona.name) not in names and _norm(persona.name).split()[-1] not in surnames,
+              "every relationship needs its own full name and surname, different from the persona's (documents "
+              "refer to people by surname)", names=[r.name for r in relationships]),
+        check("probe_world.company_addresses", not wrong_domain,
+              f"colleagues and managers use the company domain {domain}: {wrong_domain}", addresses=wrong_domain),
+        check("probe_world.distinct_addresses", len({r.email for r in relationships}) == len(relationships),
+              "every relationship needs its own e-mail address"),
+    ]

@@ -1,0 +1,93 @@
+"""PROBE fixtures: the recorded example answers as artifacts, and a scripted model answering by call key."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from sopforge.context.model import BusinessContext
+from sopforge.families.probe.models.bottlenecks import ActionList, BottleneckList, BottleneckSet, PersonaBottlenecks
+from sopforge.families.probe.models.world import WorldSet, parse_json_block
+from sopforge.families.probe.stages import personas as personas_stage
+from sopforge.families.probe.stages import world as world_stage
+from sopforge.families.probe.options import ProbeSpec
+from sopforge.llm.gateway import Gateway
+from sopforge.llm.providers._files import read_response
+from sopforge.llm.providers.scripted import ScriptedProvider
+from sopforge.llm.types import LLMRequest
+from sopforge.settings import Settings
+
+RECORDINGS = Path(__file__).resolve().parents[4] / "examples" / "recordings" / "pharmacy_refills"
+SLUG = "pharmacy_refills"
+
+
+def recorded(stage: str, item: str) -> str:
+    return read_response(RECORDINGS / f"{SLUG}__{stage}__{item}__a1.response.md")[1]
+
+
+def item_of(request: LLMRequest) -> str:
+    """``p1-b1-tp1-c1`` from the call key ``pharmacy_refills/probe_evidence/p1-b1-tp1-c1/a1``."""
+    return request.call_key.split("/")[2]
+
+
+@pytest.fixture
+def options() -> ProbeSpec:
+    return ProbeSpec(personas=2, difficulties=["easy", "hard"], bottlenecks={"easy": 1, "medium": 2, "hard": 2},
+                     actions={"easy": 6, "medium": 8, "hard": 8}, evidence_documents={"easy": 2, "medium": 2, "hard": 2},
+                     words={"email": [60, 220], "calendar": [40, 160], "document": [80, 260]},
+                     max_documents=12, token_budget=5000, max_retries=1)
+
+
+@pytest.fixture
+def context() -> BusinessContext:
+    return BusinessContext.parse(read_response(RECORDINGS / f"{SLUG}__context__main__a1.response.md")[1], theme="t")
+
+
+def replay(stage: str, settings: Settings, overrides: dict[str, str] | None = None) -> tuple[Gateway, ScriptedProvider]:
+    """A gateway whose model answers each call of ``stage`` with its recording, unless ``overrides`` has its item."""
+    overrides = overrides or {}
+
+    def respond(request: LLMRequest) -> str:
+        item = item_of(request)
+        return overrides[item] if item in overrides else recorded(stage, item)
+
+    provider = ScriptedProvider(respond)
+    return Gateway(provider, ledger=None, settings=settings, sleep=lambda _s: None), provider
+
+
+@pytest.fixture
+def worlds(context: BusinessContext, settings: Settings) -> WorldSet:
+    """The recorded personas and world models, built by the real stages from their recorded answers."""
+    llm, _ = replay("probe_personas", settings)
+    personas = personas_stage.run(personas_stage.PersonasInputs(theme_slug=SLUG, context=context,
+                                                                difficulties=["easy", "hard"]),
+                                  llm=llm, settings=settings, model="m", temperature=0).artifact
+    llm, _ = replay("probe_world", settings)
+    return world_stage.run(world_stage.WorldInputs(theme_slug=SLUG, context=context, personas=personas,
+                                                   today="2026-03-02"),
+                           llm=llm, settings=settings, model="m", temperature=0).artifact
+
+
+@pytest.fixture
+def bottleneck_set() -> BottleneckSet:
+    personas = []
+    for pid, difficulty, n in (("p1", "easy", 1), ("p2", "hard", 2)):
+        b = parse_json_block(recorded("probe_bottlenecks", f"{pid}-bottlenecks"), "bottlenecks", BottleneckList,
+                             key="bottlenecks").bottlenecks
+        a = parse_json_block(recorded("probe_bottlenecks", f"{pid}-actions-c1"), "actions", ActionList, key="actions").actions
+        personas.append(PersonaBottlenecks(persona_id=pid, difficulty=difficulty, bottlenecks=b, actions=a,
+                                           kept=list(range(1, n + 1))))
+    return BottleneckSet(personas=personas)
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(home=tmp_path / "home", max_attempts=2, provider="scripted")
+
+
+@pytest.fixture
+def model(settings: Settings) -> Callable[..., tuple[Gateway, ScriptedProvider]]:
+    """``model(stage, overrides)``: answers each call with its recording unless ``overrides`` has its item."""
+    return lambda stage, overrides=None: replay(stage, settings, overrides)
