@@ -38,7 +38,8 @@ OPS: tuple[str, ...] = ("==", "!=", "<=", ">=", "<", ">", "not in", "in")
 Derivation = Literal["interval_days", "median", "sum", "difference"]
 FactValue = Union[bool, int, str]
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-_ATOM = re.compile(r"^\s*([a-z][a-z0-9_]*)\s*(==|!=|<=|>=|<|>|not\s+in|in)\s*(.+?)\s*$")
+# "in" / "not in" are words: they need a space before them, or "days_since" would read as "days_s in ce"
+_ATOM = re.compile(r"^\s*([a-z][a-z0-9_]*)(?:\s*(==|!=|<=|>=|<|>)|\s+(not\s+in|in)(?=[\s\[]))\s*(.+?)\s*$")
 
 
 class Fact(BaseModel):
@@ -164,7 +165,7 @@ def parse_atom(text: str) -> Atom:
     if match is None:
         raise ValueError(f"condition {text!r} must read '<fact> <op> <value>' with op one of {', '.join(OPS)}, "
                          "e.g. 'days_since_last_fill >= 24' or 'reply in [affirm, question]'")
-    fact, op, raw = match.group(1), " ".join(match.group(2).split()), match.group(3)
+    fact, op, raw = match.group(1), " ".join((match.group(2) or match.group(3)).split()), match.group(4)
     if op in ("in", "not in"):
         if not (raw.startswith("[") and raw.endswith("]")):
             raise ValueError(f"condition {text!r}: '{op}' needs a list such as [a, b]")
@@ -208,11 +209,6 @@ class Cell:
                     and self.low <= value <= self.high)  # type: ignore[operator]
         return value == self.low and type(value) is type(self.low)
 
-    def sample(self, rng: random.Random) -> FactValue:
-        if isinstance(self.low, int) and not isinstance(self.low, bool):
-            return rng.randint(self.low, self.high)  # type: ignore[arg-type]
-        return self.low
-
 
 # A region: fact -> indices of the cells still possible. A fact absent from it is unknown (all cells).
 Region = dict[str, frozenset[int]]
@@ -235,7 +231,9 @@ class Logic:
             if atom.fact in cuts:
                 for c in atom.constants():
                     if isinstance(c, int) and not isinstance(c, bool):
-                        # an interval starts at every value where some atom can change its truth
+                        # every threshold value is a cell of its own: truth is constant on each cell
+                        # whatever the operator, and sampling lands on boundaries (exactly 24 for
+                        # ">= 24") as often as on interiors, where off-by-one readings are caught
                         cuts[atom.fact].update({c, c + 1})
         for fact in facts:
             if fact.type == "enum":

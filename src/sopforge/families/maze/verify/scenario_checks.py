@@ -254,10 +254,10 @@ def _hrs_shape(s: HRSScenario) -> CheckResult:
         missing.append(f"the longest route visits {depth} steps (at least {HRS_SHAPE['min_depth']})")
     if len(s.replies) < HRS_SHAPE["min_replies"]:
         missing.append(f"{len(s.replies)} reply kinds (at least {HRS_SHAPE['min_replies']})")
-    for what, found in (("a prerequisite step without a script that checks case facts", checks_on_facts),
-                        ("a jump (a goto that skips at least one step)", jumps),
-                        ("a loop (a return to an earlier or the same step, or an answer that stays)", loops),
-                        ("an ending", ends), ("a global rule", s.rules)):
+    for what, found in (("prerequisite step (no script, checks case facts only)", checks_on_facts),
+                        ("jump (a goto that skips at least one step)", jumps),
+                        ("loop (a return to an earlier or the same step, or an answer that stays)", loops),
+                        ("ending", ends), ("global rule", s.rules)):
         if not found:
             missing.append(f"no {what}")
     return check("maze.hrs.shape", not missing, "not an HRS (deep) procedure: " + "; ".join(missing) if missing else
