@@ -8,8 +8,11 @@ from pathlib import Path
 from sopforge.llm.providers._files import read_response, split_front_matter
 
 RECORDINGS = Path(__file__).resolve().parents[2] / "examples" / "recordings" / "pharmacy_refills"
-# Every LLM call of the example run, each answered once: the recordings are its answers.
-RECORDED_CALLS = len(list(RECORDINGS.glob("*.response.md")))
+# The SOP-Maze family's recordings (stages maze_*): calls of a run that builds the maze family.
+MAZE_CALLS = len(list(RECORDINGS.glob("*__maze_*.response.md")))
+# Every LLM call of the example run of the sop_tools family (and the shared context), each answered
+# once: the recordings are its answers.
+RECORDED_CALLS = len(list(RECORDINGS.glob("*.response.md"))) - MAZE_CALLS
 # The chain up to the reference stage: one call per stage, two dataset batches, three tools asks.
 CHAIN_CALLS = 10
 THEME = ("Retail pharmacy prescription refill requests: deciding whether a patient's refill can be "
@@ -37,10 +40,19 @@ HARDENING_MARKERS = (
 )
 
 
+# SOP-Maze prompts (prompts/sop_maze): they quote the business context, so they are tested first.
+MAZE_MARKERS = (
+    ("<extraction>", "maze/reader"),        # maze_instances' reader and maze_baselines' first-turn reader
+    ("<instance_plan>", "maze/dialogue"),
+    ("design one WIDE scenario", "maze_lrs"),
+    ("design one DEEP scenario", "maze_hrs"),
+)
+
+
 def stage_of(prompt: str) -> str:
     """Which stage's template produced ``prompt`` (later prompts quote earlier artifacts, so the
     most specific marker is tested first)."""
-    for marker, stage in HARDENING_MARKERS:
+    for marker, stage in MAZE_MARKERS + HARDENING_MARKERS:
         if marker in prompt:
             return stage
     if "<procedure_plan>" in prompt:

@@ -23,7 +23,7 @@ def assert_dependency_order(stages_in_time_order: list[str]) -> None:
     """Independent branches may interleave, but nothing happens before a stage it reads is done."""
     last = {s: i for i, s in enumerate(stages_in_time_order)}
     first = {s: stages_in_time_order.index(s) for s in last}
-    for spec in plan().stages:
+    for spec in plan(("sop_tools",)).stages:
         for parent in spec.parents:
             if spec.name in first and parent in last:
                 assert last[parent] < first[spec.name], f"{spec.name} started before {parent} was done"
@@ -40,7 +40,7 @@ def prefect_post(api: str, path: str, body: dict) -> list[dict]:
 
 
 def test_offline_example_is_stored_visible_in_prefect_and_free_the_second_time(cli, prefect_api):
-    first = cli("generate", "examples/themes/pharmacy_refills.yaml", "--json")
+    first = cli("generate", "examples/themes/pharmacy_refills.yaml", "--family", "sop_tools", "--json")
     assert first.code == 0, first.stderr
     summary = json.loads(first.stdout)
     assert summary["status"] == "succeeded"
@@ -85,11 +85,11 @@ def test_offline_example_is_stored_visible_in_prefect_and_free_the_second_time(c
     # The graph Prefect draws is the plan's dependency graph: each task run waits for its parents' runs.
     name_of = {t["id"]: t["name"] for t in task_runs}
     drawn = {t["name"]: sorted(name_of[i["id"]] for i in t["task_inputs"].get("wait_for", [])) for t in task_runs}
-    assert drawn == {s.name: sorted(s.parents) for s in plan().stages}
+    assert drawn == {s.name: sorted(s.parents) for s in plan(("sop_tools",)).stages}
     keys = {a["key"] for a in prefect_post(prefect_api, "artifacts/filter", {"limit": 200})}
     assert {f"{run_id}-context", f"{run_id}-schema", f"{run_id}-schema-table", f"{run_id}-sop"} <= keys
 
-    second = cli("generate", "examples/themes/pharmacy_refills.yaml", "--json")
+    second = cli("generate", "examples/themes/pharmacy_refills.yaml", "--family", "sop_tools", "--json")
     assert second.code == 0, second.stderr
     again = json.loads(second.stdout)
     assert again["llm_calls"] == 0
@@ -113,7 +113,8 @@ def test_live_provider_through_its_sdk_with_a_rate_limit_retry(cli, provider):
     with FakeLLMServer(by_stage()) as server:
         server.enqueue(status(429, retry_after=0.2))
         base_url = server.openai_base_url if provider == "openai" else server.anthropic_base_url
-        result = cli("generate", "--theme", THEME, "--slug", "pharmacy_refills", "--provider", provider,
+        result = cli("generate", "--theme", THEME, "--slug", "pharmacy_refills", "--family", "sop_tools",
+                     "--provider", provider,
                      "--model", "test-model", "--base-url", base_url, "--json",
                      env={key_var: secret, "SOPFORGE_BACKOFF_BASE_SECONDS": "0.05"})
         requests = list(server.requests)
@@ -137,7 +138,8 @@ def test_live_provider_through_its_sdk_with_a_rate_limit_retry(cli, provider):
 
 def test_a_failed_stage_stops_the_flow_and_a_rerun_resumes_there(cli):
     misnamed_section = recorded_answer("sop").replace("6. Output", "6. Results")
-    common = ("--theme", THEME, "--slug", "pharmacy_refills", "--provider", "openai", "--model", "m", "--json")
+    common = ("--theme", THEME, "--slug", "pharmacy_refills", "--family", "sop_tools", "--provider", "openai", "--model",
+              "m", "--json")
     env = {"OPENAI_API_KEY": "sk-test", "SOPFORGE_MAX_ATTEMPTS": "2"}
     with FakeLLMServer(by_stage({"sop": misnamed_section})) as server:
         failed = cli("generate", *common, "--base-url", server.openai_base_url, env=env)
@@ -167,7 +169,8 @@ def test_a_stub_tool_is_caught_by_the_tools_gate_and_nothing_is_exported(cli):
                         'return {"interaction_alert_level": "no_alert"}')
     assert stub != good
     with FakeLLMServer(by_stage({"tools/code": stub})) as server:
-        failed = cli("generate", "--theme", THEME, "--slug", "pharmacy_refills", "--provider", "openai",
+        failed = cli("generate", "--theme", THEME, "--slug", "pharmacy_refills", "--family", "sop_tools",
+                     "--provider", "openai",
                      "--model", "m", "--base-url", server.openai_base_url,
                      env={"OPENAI_API_KEY": "sk-test", "SOPFORGE_MAX_ATTEMPTS": "2"})
     assert failed.code != 0
