@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from sopforge.errors import UserError
 from sopforge.families import load_family, plan
 from sopforge.families.maze import render
+from sopforge.review.edits import check_edit
 from sopforge.theme import build_spec
 
 THEME = {"theme": "pharmacy refills", "families": ["maze"]}
@@ -54,3 +57,16 @@ def test_the_summary_prints_the_set_beside_the_paper_and_the_baselines():
     assert summary.tables[1].rows == [("wide", "LRS", "5", "0.20 (0 exact)", "0.20 (0 exact)", "0.20 (0 exact)")]
     assert summary.export == "/x/maze" and "SOP-Maze exported: /x/maze" in summary.lines[0]
     assert load_family("maze").summarize({}).tables == []
+
+
+def test_a_reviewers_edit_of_a_tree_is_rechecked_and_refused_when_an_option_becomes_unreachable(lrs, pharmacy_context,
+                                                                                                 settings):
+    original = lrs.model_dump(mode="json")
+    parents = {"context": pharmacy_context.model_dump(mode="json")}
+    retitled = {**original, "title": "Refill line contact disposition codes"}
+    accepted = check_edit("maze_lrs", json.dumps(retitled), original, parents, settings)
+    assert accepted.content["title"] == "Refill line contact disposition codes" and "+  \"title\"" in accepted.diff
+    broken = json.loads(json.dumps(original))
+    broken["categories"][0]["options"][5]["when"][-1] = "insurance_status != inactive"   # 1.06 now covers 1.05
+    with pytest.raises(UserError, match=r"edited maze_lrs fails 1 check\(s\): maze.lrs.reachable: .*1.05"):
+        check_edit("maze_lrs", json.dumps(broken), original, parents, settings)

@@ -7,7 +7,7 @@ import pytest
 from maze_support import recorded
 from sopforge.families.maze.models.execution import compile_logic
 from sopforge.families.maze.models.instances import (
-    Dialogue, Extraction, parse_dialogue, parse_extraction, render_user_input,
+    Dialogue, Extraction, InstancePlan, UserTurnPlan, parse_dialogue, parse_extraction, render_user_input,
 )
 from sopforge.families.maze.options import MazeSpec
 from sopforge.families.maze.stages.sampling import plan_instances
@@ -113,8 +113,6 @@ def test_user_inputs_are_laid_out_in_three_formats():
 
 
 def test_extraction_values_are_compared_by_type():
-    from sopforge.families.maze.models.instances import InstancePlan, UserTurnPlan
-
     plan = InstancePlan(id="L9", kind="LRS", facts={"n": 3, "flag": True, "kind": "a_b"}, turns=[UserTurnPlan(index=1)],
                         path=["1", "1.01"], path_kind="1", target={}, input_format="speaker_tags", call_date="2025-01-06")
     assert compare_extraction(plan, Extraction(facts={"n": "3", "flag": "true", "kind": "A_B"})) == []

@@ -28,8 +28,8 @@ from sopforge.families.maze.models.scenario import (
     HRSScenario, LRSScenario, Scenario, Step, atoms_of,
 )
 
-__all__ = ["Decision", "Execution", "Taken", "Turn", "TurnOutcome", "compile_logic", "decide", "hrs_turn", "run_hrs",
-           "run_lrs", "run_scenario"]
+__all__ = ["Decision", "Execution", "Taken", "Turn", "TurnOutcome", "compile_logic", "decide", "decision_groups",
+           "hrs_turn", "run_hrs", "run_lrs", "run_scenario"]
 
 KB_PLACEHOLDER = "(the knowledge-base answer to the user's question)"
 
@@ -88,9 +88,6 @@ class Execution:
     def ok(self) -> bool:
         return self.error is None and self.answer is not None
 
-    def needed_reads(self) -> list[Decision]:
-        return [d for d in self.decisions if d.status == "unique"]
-
 
 def compile_logic(scenario: Scenario) -> Logic:
     """The cells of the scenario's facts (and replies) under its atoms."""
@@ -131,7 +128,9 @@ def run_lrs(scenario: LRSScenario, logic: Logic, region: Region) -> Execution:
     return run
 
 
-def _branch_groups(scenario: HRSScenario, step: Step, with_rules: bool) -> list[list[tuple[str, list[Atom]]]]:
+def decision_groups(scenario: HRSScenario, step: Step, with_rules: bool) -> list[list[tuple[str, list[Atom]]]]:
+    """The candidates of one HRS decision in precedence order: the global rules (on the first decision
+    of a turn), then the step's sub-steps."""
     groups = [[(r.id, atoms_of(r.when)) for r in scenario.rules]] if with_rules and scenario.rules else []
     return groups + [[(b.id, atoms_of(b.when)) for b in step.branches]]
 
@@ -167,7 +166,7 @@ def hrs_turn(scenario: HRSScenario, logic: Logic, step: Step, region: Region, tu
                          "for the user")
             return out
         out.visited.append(current.id)
-        decision = decide(logic, f"Step {current.id}", _branch_groups(scenario, current, first), region)
+        decision = decide(logic, f"Step {current.id}", decision_groups(scenario, current, first), region)
         out.decisions.append(decision)
         if decision.status != "unique":
             out.error = f"user turn {index}: {decision.describe()}"

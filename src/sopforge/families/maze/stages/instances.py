@@ -225,10 +225,10 @@ def run(inputs: InstancesInputs, *, llm: LLMClient, settings: Settings, model: s
                                   [{"name": "maze.instances.kept", "message": reasons, "severity": "error",
                                     "details": {}}], asker.raw_texts)
     asked = opts.lrs_instances + opts.hrs_instances
+    dropped = ", ".join(f"{d.item} ({one_line(d.reason, 120)})" for d in funnel.drops)
     checks = [c for r in asker.results for c in r.checks] + [check(
-        "maze.instances.kept", len(kept) == asked, f"{len(kept)} of {asked} instances kept; dropped: "
-        + ", ".join(f"{d.item} ({one_line(d.reason, 120)})" for d in funnel.drops), severity="warning",
-        kept=len(kept), asked=asked)]
+        "maze.instances.kept", len(kept) == asked, f"{len(kept)} of {asked} instances kept"
+        + (f"; dropped: {dropped}" if dropped else ""), severity="warning", kept=len(kept), asked=asked)]
     first = asker.results[0] if asker.results else None
     return StageResult[InstanceSet](
         artifact=artifact, checks=checks, template_id=first.template_id if first else WRITER_TEMPLATES["LRS"],

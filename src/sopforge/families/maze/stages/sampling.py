@@ -26,7 +26,7 @@ from datetime import date, timedelta
 from typing import Any
 
 from sopforge.families.maze.models.execution import (
-    Execution, Turn, compile_logic, hrs_turn, run_hrs, run_lrs,
+    Execution, Turn, compile_logic, decision_groups, hrs_turn, run_hrs, run_lrs,
 )
 from sopforge.families.maze.models.instances import INPUT_FORMATS, InstancePlan, NoisePlan, UserTurnPlan, long_date
 from sopforge.families.maze.models.logic import REPLY, Atom, Fact, FactValue, Logic
@@ -145,12 +145,6 @@ class _Walk:
     stated: dict[str, int] = field(default_factory=dict)  # fact -> user turn that must state it
 
 
-def _groups(s: HRSScenario, step_id: str, with_rules: bool) -> list[list[tuple[str, list[Atom]]]]:
-    step = s.step(step_id)
-    groups = [[(r.id, atoms_of(r.when)) for r in s.rules]] if with_rules and s.rules else []
-    return groups + [[(b.id, atoms_of(b.when)) for b in step.branches]]  # type: ignore[union-attr]
-
-
 def _walk(s: HRSScenario, logic: Logic, case_facts: list[str], max_turns: int, rng: random.Random) -> _Walk | None:
     region = {f: frozenset({rng.randrange(len(logic.cells[f]))}) for f in case_facts}
     point = {f: logic.sample_value(f, next(iter(c)), rng) for f, c in region.items()}
@@ -181,7 +175,7 @@ def _walk(s: HRSScenario, logic: Logic, case_facts: list[str], max_turns: int, r
     for index, (turn, out) in enumerate(zip(walk.turns, walk.outcomes), start=1):
         values[REPLY] = turn.reply  # type: ignore[assignment]
         for taken, with_rules in zip(out.taken, [True] + [False] * len(out.taken)):
-            groups = _groups(s, taken.at, with_rules)
+            groups = decision_groups(s, s.step(taken.at), with_rules)  # type: ignore[arg-type]
             atoms = dict(a for g in groups for a in g)
             before = set(known)
             ranked = [ids for g in groups for ids in [[i for i, _ in g]]]

@@ -32,6 +32,7 @@ def check_dialogue(plan: InstancePlan, dialogue: Dialogue) -> list[CheckResult]:
     """What code can verify in a written dialogue before anyone reads it (re-asked when broken)."""
     users = dialogue.user_turns()
     results = [check("maze.dialogue.user_turns", len(users) == len(plan.turns),
+                     f"{len(users)} user turns as planned" if len(users) == len(plan.turns) else
                      f"write exactly {len(plan.turns)} user turns (found {len(users)})", found=len(users))]
     if plan.kind == "HRS":
         speakers = [t.speaker for t in dialogue.turns]
