@@ -49,6 +49,7 @@ def test_hrs_plans_cover_every_ending_and_path_feature(hrs):
     chosen = plans(hrs, 5)
     assert {p.path_kind for p in chosen} == set(ENDINGS)
     assert {f for p in chosen for f in p.features} == set(FEATURES)
+    assert len({(tuple(p.facts.items()), tuple((t.reply, t.question) for t in p.turns)) for p in chosen}) == 5
     for plan in chosen:   # agent lines are the scripts the walk reached, the first one Step 1's
         assert plan.turns[0].agent_line == hrs.step("1").script
 

@@ -178,9 +178,8 @@ def _walk(s: HRSScenario, logic: Logic, case_facts: list[str], max_turns: int, r
             groups = decision_groups(s, s.step(taken.at), with_rules)  # type: ignore[arg-type]
             atoms = dict(a for g in groups for a in g)
             before = set(known)
-            ranked = [ids for g in groups for ids in [[i for i, _ in g]]]
             competitors = []
-            for ids in ranked:
+            for ids in ([i for i, _ in g] for g in groups):   # every group up to the one that decided
                 competitors += [atoms[i] for i in ids if i != taken.node]
                 if taken.node in ids:
                     break
@@ -228,16 +227,20 @@ def _hrs_drafts(s: HRSScenario, logic: Logic, count: int, max_turns: int, rng: r
             pool[key] = (walk, *_features(s, walk))
     candidates = list(pool.values())
     rng.shuffle(candidates)
-    chosen: list[tuple[_Walk, str, list[str]]] = []
+    chosen: list[_Draft] = []
     covered: set[str] = set()
     while candidates and len(chosen) < count:
         # most new coverage first, then the most distinct steps (deep routes), then sampling order
         best = max(candidates, key=lambda c: (len(({c[1]} | set(c[2])) - covered),
                                               len({v for out in c[0].outcomes for v in out.visited})))
         candidates.remove(best)
-        chosen.append(best)
+        draft = _hrs_draft(s, *best)
+        # walks that differ only in a knowledge-base question nobody asked make the same instance
+        if any(d.facts == draft.facts and d.turns == draft.turns for d in chosen):
+            continue
+        chosen.append(draft)
         covered |= {best[1], *best[2]}
-    return [_hrs_draft(s, walk, ending, features) for walk, ending, features in chosen]
+    return chosen
 
 
 def _hrs_draft(s: HRSScenario, walk: _Walk, ending: str, features: list[str]) -> _Draft:
