@@ -8,10 +8,13 @@ from pathlib import Path
 from sopforge.llm.providers._files import read_response, split_front_matter
 
 RECORDINGS = Path(__file__).resolve().parents[2] / "examples" / "recordings" / "pharmacy_refills"
-# Every LLM call of the example run's sop_tools family (and the shared context), each answered once:
-# the recordings are its answers. The PROBE family's recordings (probe_* stages) are counted apart.
+# The PROBE (probe_*) and SOP-Maze (maze_*) families' recordings are counted apart: calls of a run
+# that builds that family.
 PROBE_CALLS = len(list(RECORDINGS.glob("pharmacy_refills__probe_*.response.md")))
-RECORDED_CALLS = len(list(RECORDINGS.glob("*.response.md"))) - PROBE_CALLS
+MAZE_CALLS = len(list(RECORDINGS.glob("*__maze_*.response.md")))
+# Every LLM call of the example run of the sop_tools family (and the shared context), each answered
+# once: the recordings are its answers.
+RECORDED_CALLS = len(list(RECORDINGS.glob("*.response.md"))) - PROBE_CALLS - MAZE_CALLS
 # The chain up to the reference stage: one call per stage, two dataset batches, three tools asks.
 CHAIN_CALLS = 10
 THEME = ("Retail pharmacy prescription refill requests: deciding whether a patient's refill can be "
@@ -42,6 +45,13 @@ HARDENING_MARKERS = (
 # PROBE prompts (prompts/probe/*.j2) ask per persona, sample and document: answered by prompt.
 PROBE_MARKERS = ("<personas>", "<persona>", "<world_model>", "You are judging whether an AI agent correctly identified",
                  "You are an expert evaluator of the parameters", "You are an adversary auditing")
+# SOP-Maze prompts (prompts/sop_maze): they quote the business context, so they are tested first.
+MAZE_MARKERS = (
+    ("<extraction>", "maze/reader"),        # maze_instances' reader and maze_baselines' first-turn reader
+    ("<instance_plan>", "maze/dialogue"),
+    ("design one WIDE scenario", "maze_lrs"),
+    ("design one DEEP scenario", "maze_hrs"),
+)
 
 
 def stage_of(prompt: str) -> str:
@@ -49,7 +59,7 @@ def stage_of(prompt: str) -> str:
     most specific marker is tested first)."""
     if any(marker in prompt for marker in PROBE_MARKERS):
         return "probe/any"
-    for marker, stage in HARDENING_MARKERS:
+    for marker, stage in MAZE_MARKERS + HARDENING_MARKERS:
         if marker in prompt:
             return stage
     if "<procedure_plan>" in prompt:

@@ -17,8 +17,8 @@ FAST_POLL = {"SOPFORGE_REVIEW_POLL_SECONDS": "1", "OPENAI_API_KEY": "sk-test"}
 
 
 def generate_args(server: FakeLLMServer, *extra: str) -> tuple[str, ...]:
-    return ("generate", "--theme", THEME, "--slug", "pharmacy_refills", "--provider", "openai", "--model", "m",
-            "--base-url", server.openai_base_url, "--json", "--family", "sop_tools", *extra)
+    return ("generate", "--theme", THEME, "--slug", "pharmacy_refills", "--family", "sop_tools", "--provider", "openai",
+            "--model", "m", "--base-url", server.openai_base_url, "--json", *extra)
 
 
 def wait_for_gate(cli, stage: str, version: int, proc: subprocess.Popen, timeout: float = 240) -> str:

@@ -113,7 +113,8 @@ def test_live_provider_through_its_sdk_with_a_rate_limit_retry(cli, provider):
     with FakeLLMServer(by_stage()) as server:
         server.enqueue(status(429, retry_after=0.2))
         base_url = server.openai_base_url if provider == "openai" else server.anthropic_base_url
-        result = cli("generate", "--theme", THEME, "--slug", "pharmacy_refills", "--family", "sop_tools", "--provider", provider,
+        result = cli("generate", "--theme", THEME, "--slug", "pharmacy_refills", "--family", "sop_tools",
+                     "--provider", provider,
                      "--model", "test-model", "--base-url", base_url, "--json",
                      env={key_var: secret, "SOPFORGE_BACKOFF_BASE_SECONDS": "0.05"})
         requests = list(server.requests)
@@ -137,7 +138,8 @@ def test_live_provider_through_its_sdk_with_a_rate_limit_retry(cli, provider):
 
 def test_a_failed_stage_stops_the_flow_and_a_rerun_resumes_there(cli):
     misnamed_section = recorded_answer("sop").replace("6. Output", "6. Results")
-    common = ("--theme", THEME, "--slug", "pharmacy_refills", "--family", "sop_tools", "--provider", "openai", "--model", "m", "--json")
+    common = ("--theme", THEME, "--slug", "pharmacy_refills", "--family", "sop_tools", "--provider", "openai", "--model",
+              "m", "--json")
     env = {"OPENAI_API_KEY": "sk-test", "SOPFORGE_MAX_ATTEMPTS": "2"}
     with FakeLLMServer(by_stage({"sop": misnamed_section})) as server:
         failed = cli("generate", *common, "--base-url", server.openai_base_url, env=env)
@@ -167,7 +169,8 @@ def test_a_stub_tool_is_caught_by_the_tools_gate_and_nothing_is_exported(cli):
                         'return {"interaction_alert_level": "no_alert"}')
     assert stub != good
     with FakeLLMServer(by_stage({"tools/code": stub})) as server:
-        failed = cli("generate", "--theme", THEME, "--slug", "pharmacy_refills", "--family", "sop_tools", "--provider", "openai",
+        failed = cli("generate", "--theme", THEME, "--slug", "pharmacy_refills", "--family", "sop_tools",
+                     "--provider", "openai",
                      "--model", "m", "--base-url", server.openai_base_url,
                      env={"OPENAI_API_KEY": "sk-test", "SOPFORGE_MAX_ATTEMPTS": "2"})
     assert failed.code != 0

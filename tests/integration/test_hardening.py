@@ -63,7 +63,8 @@ def careless_model(real_tool: str):
 def test_bad_distractors_and_manipulations_are_dropped_counted_and_not_exported(cli):
     real_tool = ToolSpecs.parse(recorded_answer("tools", "toolspecs")).names[0]
     with FakeLLMServer(careless_model(real_tool)) as server:
-        result = cli("generate", "--theme", THEME, "--slug", "pharmacy_refills", "--family", "sop_tools", "--provider", "openai",
+        result = cli("generate", "--theme", THEME, "--slug", "pharmacy_refills", "--family", "sop_tools",
+                     "--provider", "openai",
                      "--model", "m", "--base-url", server.openai_base_url, "--json",
                      env={"OPENAI_API_KEY": "sk-test"})
     assert result.code == 0, result.stderr

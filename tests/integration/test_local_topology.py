@@ -45,7 +45,7 @@ def _pg_bin() -> Path:
 PG_BIN = _pg_bin()
 THEME = "examples/themes/pharmacy_refills.yaml"
 RECORDINGS = ROOT / "examples" / "recordings" / "pharmacy_refills"
-# The example theme builds every implemented family (sop_tools and PROBE), so every stage of the plan runs.
+# The example theme names no families, so a deployment run builds every implemented one.
 STAGES = set(plan().names)
 TERMINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
 AUTH = f"sopforge:{secrets.token_hex(12)}"

@@ -19,8 +19,8 @@ def test_rerun_from_a_stage_with_feedback_pays_only_for_that_stage(cli):
     common = ("--provider", "openai", "--model", "m", "--json")
     env = {"OPENAI_API_KEY": "sk-test"}
     with FakeLLMServer(by_stage()) as server:
-        first = cli("generate", "--theme", THEME, "--slug", "pharmacy_refills", "--family", "sop_tools", "--base-url", server.openai_base_url,
-                    *common, env=env)
+        first = cli("generate", "--theme", THEME, "--slug", "pharmacy_refills", "--family", "sop_tools",
+                    "--base-url", server.openai_base_url, *common, env=env)
         assert first.code == 0, first.stderr
         run_id = json.loads(first.stdout)["run_id"]
         sent_before = len(server.requests)

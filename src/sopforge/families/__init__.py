@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 # Families in their default order. A theme without ``families:`` gets all of them.
-IMPLEMENTED: tuple[str, ...] = ("sop_tools", "probe")
+IMPLEMENTED: tuple[str, ...] = ("sop_tools", "probe", "maze")
 
 
 @dataclass(frozen=True)

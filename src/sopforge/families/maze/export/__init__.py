@@ -1,0 +1,1 @@
+"""SOP-Maze family: export."""
