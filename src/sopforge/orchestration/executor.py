@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from sopforge.ask import Mapper, sequential_map, using_mapper
 from sopforge.errors import SopforgeError, ValidationFailed
 from sopforge.llm.factory import build_provider, default_model
 from sopforge.llm.gateway import Gateway
@@ -130,11 +131,13 @@ def input_key(definition: StageSpec, spec: ThemeSpec, parents: dict[str, Artifac
 
 
 def execute_stage(run_id: str, stage: str, *, settings: Settings, force: bool = False,
-                  feedback: str | None = None) -> StageOutcome:
+                  feedback: str | None = None, mapper: Mapper = sequential_map) -> StageOutcome:
     """Produce (or reuse) the artifact of ``stage`` for ``run_id`` and record it in the store.
 
     ``force`` samples the model again even when a reusable artifact exists (a review gate's
     rejection, or ``sopforge rerun --from``); ``feedback`` goes into the stage's prompt.
+    ``mapper`` runs the stage's independent calls (``sopforge.ask.fan_out``); the flow passes one
+    that submits them as concurrent Prefect task runs.
 
     Raises:
         ValidationFailed: the model's answers failed the stage's checks after every re-ask.
@@ -179,8 +182,9 @@ def execute_stage(run_id: str, stage: str, *, settings: Settings, force: bool = 
     inputs = definition.make_inputs(
         spec, {n: dag.get(n).model.model_validate(r.content) for n, r in parents.items()}, context)
     try:
-        result = definition.run(inputs, llm=gateway, settings=settings, model=model,
-                                temperature=cfg.temperature, registry=registry, feedback=feedback)
+        with using_mapper(mapper):
+            result = definition.run(inputs, llm=gateway, settings=settings, model=model,
+                                    temperature=cfg.temperature, registry=registry, feedback=feedback)
     except BaseException as err:
         if isinstance(err, ValidationFailed):
             store.reject_answers(stage_run_id)

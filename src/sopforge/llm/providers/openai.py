@@ -11,7 +11,10 @@ from typing import Any
 import openai
 
 from sopforge.errors import ProviderError
-from sopforge.llm.providers._http import as_int, json_body, malformed, server_message, status_error
+from sopforge.llm.limits import RateLimitInfo
+from sopforge.llm.providers._http import (
+    as_int, connection_error, json_body, malformed, root_cause, server_message, status_error,
+)
 from sopforge.llm.types import LLMRequest, LLMResponse
 
 NAME = "openai"
@@ -55,6 +58,7 @@ class OpenAIProvider:
         messages: list[dict[str, Any]] = []
         if request.system:
             messages.append({"role": "system", "content": request.system})
+        # OpenAI caches the longest prefix it has seen (from 1024 tokens) by itself: nothing to mark.
         messages.extend({"role": m.role, "content": m.content} for m in request.messages)
         # api.openai.com deprecated max_tokens (its reasoning models reject it) while most
         # compatible servers (vLLM, Ollama) only understand max_tokens: pick by endpoint.
@@ -64,19 +68,19 @@ class OpenAIProvider:
                 model=request.model, messages=messages,  # type: ignore[arg-type]
                 temperature=request.temperature, **{budget: request.max_tokens},
             )
-            text = raw.http_response.text
+            text, headers = raw.http_response.text, raw.http_response.headers
         except openai.APIStatusError as err:
             raise status_error(NAME, err.status_code, server_message(err.body), err.response.headers) from None
         except openai.APITimeoutError:
             raise ProviderError(f"{NAME}: no response within {self.timeout:g}s", retryable=True) from None
         except openai.APIConnectionError as err:
-            cause = err.__cause__ or err
-            raise ProviderError(f"{NAME}: connection failed: {cause}", retryable=True) from None
+            raise connection_error(NAME, self.base_url, root_cause(err)) from None
         except openai.APIResponseValidationError as err:
             raise malformed(NAME, str(err), err.status_code) from None
         except openai.OpenAIError as err:
             raise ProviderError(f"{NAME}: {type(err).__name__}: {err}", retryable=False) from None
-        return parse_chat_completion(text, request)
+        response = parse_chat_completion(text, request)
+        return response.model_copy(update={"rate_limit": RateLimitInfo.from_headers(headers)})
 
 
 def parse_chat_completion(text: str, request: LLMRequest) -> LLMResponse:
