@@ -18,7 +18,8 @@ from sopforge.errors import NeedsReview, UserError
 from sopforge.families import FamilySummary, load_family
 from sopforge.orchestration import executor
 from sopforge.orchestration.flows import load_flow
-from sopforge.orchestration.prefect_env import configure_prefect
+from sopforge.orchestration.prefect_env import begin_prefect, configure_prefect
+from sopforge.orchestration.prefect_server import lease
 from sopforge.run_request import resolve_spec, run_config
 from sopforge.settings import Settings, load_settings
 from sopforge.store import Store
@@ -193,10 +194,11 @@ def generate(
     (sop_tools: schema → SOP → API graph ∥ dataset → tools → reference → distractors ∥ manipulations → package),
     each validated, reviewed at its gate and stored with its lineage."""
     started = time.monotonic()
+    settings = load_settings(home=home)
+    begin_prefect(settings)  # the home's Prefect server comes up while the request is checked
     spec, base_dir = resolve_spec(theme_file, theme, {
         "provider": provider, "model": model, "base_url": base_url, "temperature": temperature, "slug": slug,
         "rows": rows, "review": review, "families": family or None}, add_gates=gate, remove_gates=no_gate)
-    settings = load_settings(home=home)
     store = Store(settings.db_path)
     store.check_writable()
     config = run_config(spec, base_dir, settings)
@@ -210,7 +212,7 @@ def execute_run(store: Store, settings: Settings, spec: ThemeSpec, config: dict[
     Raises:
         SopforgeError: the flow failed; the summary of what did complete is printed first.
     """
-    target = configure_prefect(settings)
+    target = configure_prefect(settings, shared_server=True)
     if spec.review == "ui" and not os.environ.get("PREFECT_API_URL"):
         raise UserError("--review ui pauses the flow run for a reviewer, which needs a Prefect server with its UI: "
                         "start `sopforge ui` in another terminal (or set PREFECT_API_URL), then run this again")
@@ -220,7 +222,8 @@ def execute_run(store: Store, settings: Settings, spec: ThemeSpec, config: dict[
     executor.add_listener(progress)
     failure: Exception | None = None
     try:
-        flow(run_id=run_id, home=str(settings.home))
+        with lease(settings.prefect_home):
+            flow(run_id=run_id, home=str(settings.home))
     except Exception as error:  # reported after the summary of what did complete
         failure = error
     finally:

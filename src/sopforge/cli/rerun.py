@@ -18,6 +18,7 @@ from sopforge.cli.generate import execute_run
 from sopforge.cli.inspect import existing_store
 from sopforge.cli.output import handle_errors
 from sopforge.errors import UserError
+from sopforge.orchestration.prefect_env import begin_prefect
 from sopforge.run_request import preflight
 from sopforge.theme import StageModelConfig, ThemeSpec, build_spec
 
@@ -45,6 +46,7 @@ def rerun(
     """Start a new run from RUN: reuse every upstream artifact, regenerate from a stage or resume."""
     started = time.monotonic()
     settings, store = existing_store(home)
+    begin_prefect(settings)
     previous = store.get_run(run)
     spec = build_spec(previous.config["spec"], source=f"the configuration of run {previous.id}")
     if from_stage is not None:

@@ -317,8 +317,11 @@ class _Handler(BaseHTTPRequestHandler):
             return
         owner = self.server.owner
         owner._received(ReceivedRequest(protocol, self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+        started = time.perf_counter()
         with owner._track_in_flight():
             self._act(owner, protocol, body or {})
+        with owner._lock:
+            owner.service_seconds += time.perf_counter() - started
 
     def _act(self, owner: FakeLLMServer, protocol: str, body: dict[str, Any]) -> None:
         wait = owner.quota.admit(_estimate_tokens(_request_text(body)))
@@ -379,6 +382,8 @@ class FakeLLMServer:
     Attributes:
         requests: every request received, in arrival order (``ReceivedRequest``).
         max_in_flight: the most requests handled at the same time so far.
+        service_seconds: time spent answering (the server's own work and latency), summed over
+            requests: what a benchmark subtracts to see the client's overhead.
         quota: the rate-limit state (``quota.rejected`` counts the 429s it answered).
         cache: the prompt-cache accounting.
     """
@@ -391,6 +396,7 @@ class FakeLLMServer:
         self.cache = PromptCache()
         self.requests: list[ReceivedRequest] = []
         self.max_in_flight = 0
+        self.service_seconds = 0.0
         self._in_flight = 0
         self._queue: deque[Action] = deque()
         self._lock = threading.Lock()

@@ -40,6 +40,9 @@ from .summary import build_summary
 __all__ = ["DEFAULT_LOCK_TIMEOUT", "Store"]
 
 
+_ANSWERED = "error IS NULL AND response IS NOT NULL AND NOT coalesce(rejected, FALSE)"
+
+
 class Store(StoreBase):
     """Persistent state of sopforge in one DuckDB file; implements ``CallLedger``.
 
@@ -371,17 +374,37 @@ class Store(StoreBase):
     # --- LLM calls (CallLedger) -------------------------------------------------------
 
     def record_call(self, record: LLMCallRecord) -> None:
-        """Store one LLM call (successful or not); secrets in ``params`` are redacted."""
-        with self._write() as con:
-            q.insert_call(con, record, scrub(record.params))
+        """Store one LLM call (successful or not); secrets in ``params`` are redacted.
+
+        Written behind (within ``FLUSH_SECONDS``, batched with the calls that end meanwhile), and
+        always before any other operation of this process reads the file.
+        """
+        params = scrub(record.params)
+        self._queue_write(lambda con: q.insert_call(con, record, params), record)
+        if self._answered is not None and record.error is None and record.response is not None:
+            self._answered.add(record.request_hash)
 
     def cached_response(self, request_hash: str) -> LLMCallRecord | None:
         """The newest successful call with this request hash, or None (failed calls never
-        answer from cache)."""
-        with self._read() as con:
-            found = q.calls_where(con, "request_hash = ? AND error IS NULL AND response IS NOT NULL "
-                                       "AND NOT coalesce(rejected, FALSE) "
-                                       "ORDER BY created_at DESC LIMIT 1", [request_hash])
+        answer from cache).
+
+        The hashes that have an answer are read once per ``Store`` (one query), so the usual
+        case, a request never asked before, costs no query at all; calls recorded by another
+        process after that are not seen (at worst, the same prompt is paid twice).
+        """
+        for queued in reversed(self._queued()):  # recorded a moment ago, not written yet
+            if isinstance(queued, LLMCallRecord) and queued.request_hash == request_hash \
+                    and queued.error is None and queued.response is not None:
+                return queued
+        if self._answered is None:
+            with self._read(flush=False) as con:
+                self._answered = {h for (h,) in con.execute(
+                    f"SELECT DISTINCT request_hash FROM llm_calls WHERE {_ANSWERED}").fetchall()}
+        if request_hash not in self._answered:
+            return None
+        with self._read(flush=False) as con:
+            found = q.calls_where(con, f"request_hash = ? AND {_ANSWERED} ORDER BY created_at DESC LIMIT 1",
+                                  [request_hash])
         return found[0] if found else None
 
     def reject_answers(self, stage_run_id: str) -> int:
@@ -390,6 +413,7 @@ class Store(StoreBase):
         Returns:
             How many calls were marked.
         """
+        self._answered = None
         with self._write() as con, transaction(con):
             return q.reject_stage_answers(con, stage_run_id)
 
