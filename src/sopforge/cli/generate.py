@@ -10,20 +10,20 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
+from typing import TYPE_CHECKING
+
 import typer
-from rich.table import Table
 
 from sopforge.cli.output import err, handle_errors, human_int, out, print_funnel, print_json, run_funnel
-from sopforge.errors import NeedsReview, UserError
-from sopforge.families import FamilySummary, load_family
-from sopforge.orchestration import executor
-from sopforge.orchestration.flows import load_flow
-from sopforge.orchestration.prefect_env import begin_prefect, configure_prefect
-from sopforge.orchestration.prefect_server import lease
-from sopforge.run_request import resolve_spec, run_config
-from sopforge.settings import Settings, load_settings
-from sopforge.store import Store
-from sopforge.theme import ThemeSpec
+
+# The command line answers at once: what a run needs (the store, the executor, Prefect, the
+# families) is imported when a run starts, not when the module is loaded for --help.
+if TYPE_CHECKING:
+    from sopforge.families import FamilySummary
+    from sopforge.orchestration import executor
+    from sopforge.settings import Settings
+    from sopforge.store import Store
+    from sopforge.theme import ThemeSpec
 
 
 class _Progress:
@@ -80,6 +80,8 @@ class _Progress:
 
 def family_summaries(spec: ThemeSpec, outcomes: dict[str, executor.StageOutcome]) -> dict[str, FamilySummary]:
     """Each chosen family's part of the summary, from the artifacts its stages produced or reused."""
+    from sopforge.families import load_family
+
     contents = {stage: o.artifact.content for stage, o in outcomes.items()}
     summaries = {}
     for name in spec.families or []:
@@ -102,6 +104,8 @@ def summary_dict(run_id: str, store: Store, spec: ThemeSpec, progress: _Progress
             "llm_calls": o.llm_calls, "cache_hits": o.cache_hits,
             "input_tokens": o.input_tokens, "output_tokens": o.output_tokens,
         })
+    from sopforge.families import FamilySummary
+
     families = family_summaries(spec, progress.outcomes)
     sop_tools = families.get("sop_tools", FamilySummary()).facts  # kept at the top level, as before families
     return {
@@ -131,6 +135,8 @@ def _command_name() -> str:
 
 
 def print_summary(summary: dict[str, Any]) -> None:
+    from rich.table import Table
+
     table = Table(title=f"run {summary['run_id']} ({summary['slug']}): {summary['status']}", title_justify="left")
     for col in ("stage", "artifact", "status", "checks", "LLM calls", "tokens in/out"):
         table.add_column(col)
@@ -193,12 +199,19 @@ def generate(
     """Generate benchmarks from a theme: the shared business context, then every chosen family's stages
     (sop_tools: schema → SOP → API graph ∥ dataset → tools → reference → distractors ∥ manipulations → package),
     each validated, reviewed at its gate and stored with its lineage."""
+    from sopforge.orchestration.prefect_env import begin_prefect
+    from sopforge.settings import load_settings
+
     started = time.monotonic()
     settings = load_settings(home=home)
     begin_prefect(settings)  # the home's Prefect server comes up while the request is checked
+    from sopforge.run_request import resolve_spec, run_config
+
     spec, base_dir = resolve_spec(theme_file, theme, {
         "provider": provider, "model": model, "base_url": base_url, "temperature": temperature, "slug": slug,
         "rows": rows, "review": review, "families": family or None}, add_gates=gate, remove_gates=no_gate)
+    from sopforge.store import Store
+
     store = Store(settings.db_path)
     store.check_writable()
     config = run_config(spec, base_dir, settings)
@@ -212,6 +225,12 @@ def execute_run(store: Store, settings: Settings, spec: ThemeSpec, config: dict[
     Raises:
         SopforgeError: the flow failed; the summary of what did complete is printed first.
     """
+    from sopforge.errors import NeedsReview, UserError
+    from sopforge.orchestration import executor
+    from sopforge.orchestration.flows import load_flow
+    from sopforge.orchestration.prefect_env import configure_prefect
+    from sopforge.orchestration.prefect_server import lease
+
     target = configure_prefect(settings, shared_server=True)
     if spec.review == "ui" and not os.environ.get("PREFECT_API_URL"):
         raise UserError("--review ui pauses the flow run for a reviewer, which needs a Prefect server with its UI: "

@@ -5,16 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
+from typing import TYPE_CHECKING
+
 import typer
-from rich.markdown import Markdown
 from rich.table import Table
 
 from sopforge.cli.output import handle_errors, human_int, out, print_funnel, print_json, run_funnel
 from sopforge.errors import UserError
-from sopforge.families import all_stages
-from sopforge.render import artifact_markdown
-from sopforge.settings import Settings, load_settings
-from sopforge.store import Store
+
+if TYPE_CHECKING:  # the store (DuckDB) and the families load when a command runs, not for --help
+    from sopforge.settings import Settings
+    from sopforge.store import Store
 
 
 def existing_store(home: Path | None) -> tuple[Settings, Store]:
@@ -23,6 +24,9 @@ def existing_store(home: Path | None) -> tuple[Settings, Store]:
     Raises:
         UserError: There is no database yet.
     """
+    from sopforge.settings import load_settings
+    from sopforge.store import Store
+
     settings = load_settings(home=home)
     if not settings.db_path.exists():
         raise UserError(f"no sopforge database at {settings.db_path}: run `make demo` or `sopforge generate` first, or set SOPFORGE_HOME")
@@ -67,6 +71,11 @@ def _stage_detail(store: Store, run_id: str, stage: str) -> dict[str, Any]:
 
 
 def _print_stage(stage: str, detail: dict[str, Any]) -> None:
+    from rich.markdown import Markdown
+
+    from sopforge.families import all_stages
+    from sopforge.render import artifact_markdown
+
     art = detail["artifact"]
     out.rule(f"{stage} v{art['version']}  {art['id']}  ({art['status']}, run {art['run_id']}, model {art['model']})")
     spec = all_stages().get(stage)

@@ -12,18 +12,19 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from typing import TYPE_CHECKING
+
 import typer
 
-from sopforge.cli.generate import execute_run
-from sopforge.cli.inspect import existing_store
 from sopforge.cli.output import handle_errors
-from sopforge.errors import UserError
-from sopforge.orchestration.prefect_env import begin_prefect
-from sopforge.run_request import preflight
-from sopforge.theme import StageModelConfig, ThemeSpec, build_spec
+
+if TYPE_CHECKING:
+    from sopforge.theme import ThemeSpec
 
 
 def with_model(spec: ThemeSpec, stages: list[str], model: str) -> ThemeSpec:
+    from sopforge.theme import StageModelConfig
+
     overrides = dict(spec.stages)
     for stage in stages:
         if stage in spec.llm_stages:  # deterministic stages have no model
@@ -44,6 +45,13 @@ def rerun(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
 ) -> None:
     """Start a new run from RUN: reuse every upstream artifact, regenerate from a stage or resume."""
+    from sopforge.cli.generate import execute_run
+    from sopforge.cli.inspect import existing_store
+    from sopforge.errors import UserError
+    from sopforge.orchestration.prefect_env import begin_prefect
+    from sopforge.run_request import preflight
+    from sopforge.theme import build_spec
+
     started = time.monotonic()
     settings, store = existing_store(home)
     begin_prefect(settings)

@@ -17,8 +17,6 @@ import typer
 
 from sopforge.cli.output import err, handle_errors, out
 from sopforge.errors import UserError
-from sopforge.orchestration.prefect_env import configure_prefect, running_ui_api_url, ui_state_path
-from sopforge.settings import load_settings
 
 
 def _interrupt(signum, frame) -> None:
@@ -55,6 +53,9 @@ def ui(
     startup_timeout: float = typer.Option(120.0, help="Seconds to wait for the server to become healthy."),
 ) -> None:
     """Start the Prefect UI on 127.0.0.1; sopforge runs (past and future) appear there."""
+    from sopforge.orchestration.prefect_env import configure_prefect, running_ui_api_url, ui_state_path
+    from sopforge.settings import load_settings
+
     settings = load_settings(home=home)
     if running_ui_api_url(settings):
         raise UserError(f"a sopforge UI is already running for {settings.home}: see {ui_state_path(settings)}")
