@@ -52,6 +52,7 @@ class _Held:
 _held: dict[str, _Held] = {}
 _released_at: dict[str, float] = {}
 _janitor: threading.Thread | None = None
+_exiting = False
 
 
 def _process_lock(path: Path) -> threading.RLock:
@@ -147,8 +148,18 @@ def _release(key: str) -> None:
 def release_all() -> None:
     """Close every kept connection now (tests that delete or move the file, and process exit)."""
     for key in list(_held):
-        with _process_locks.get(key, threading.RLock()):
+        with _process_lock(Path(key)):  # waits for an operation (or the janitor) using it
             _release(key)
+
+
+def _at_exit() -> None:
+    # Daemon threads are frozen at interpreter shutdown; one frozen inside DuckDB aborts the
+    # process. So the janitor stops first, then every connection is closed under its lock.
+    global _exiting
+    _exiting = True
+    if _janitor is not None:
+        _janitor.join(timeout=2)
+    release_all()
 
 
 def _start_janitor() -> None:
@@ -159,7 +170,7 @@ def _start_janitor() -> None:
 
 
 def _close_idle() -> None:
-    while _held:
+    while _held and not _exiting:
         time.sleep(IDLE_SECONDS / 2)
         for key, held in list(_held.items()):
             now = time.monotonic()
@@ -173,7 +184,7 @@ def _close_idle() -> None:
                         lock.release()
 
 
-atexit.register(release_all)
+atexit.register(_at_exit)
 
 
 def _connect_with_retry(path: Path, *, read_only: bool, lock_timeout: float) -> duckdb.DuckDBPyConnection:
