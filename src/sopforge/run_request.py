@@ -57,7 +57,7 @@ def preflight(spec: ThemeSpec, settings: Settings) -> None:
     """Fail before anything is written when a provider cannot be built (unknown name, missing key)."""
     for stage in spec.llm_stages:
         cfg = spec.for_stage(stage)
-        build_provider(cfg.provider, settings=settings, base_url=cfg.base_url)
+        build_provider(cfg.provider, settings=settings, base_url=cfg.base_url, check_only=True)
 
 
 

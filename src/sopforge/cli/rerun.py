@@ -41,6 +41,7 @@ def rerun(
     model: Optional[str] = typer.Option(None, help="Model for the regenerated stage and its descendants."),
     review: Optional[str] = typer.Option(None, help="auto or ui: how this rerun's review gates decide (default: as RUN)."),
     force: bool = typer.Option(False, help="Rerun even if the run is recorded as still running (its process died)."),
+    max_cost: Optional[float] = typer.Option(None, "--max-cost", help="Spending cap in USD for this run (default: as RUN)."),
     home: Optional[Path] = typer.Option(None, help="State folder (default $SOPFORGE_HOME or ./artifacts)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
 ) -> None:
@@ -66,6 +67,8 @@ def rerun(
         raise UserError(f"run {previous.id} {what}: wait for it to finish, or pass --force if its process died")
     if review is not None:
         spec = build_spec({**spec.model_dump(), "review": review}, source="--review")
+    if max_cost is not None:
+        spec = build_spec({**spec.model_dump(), "max_cost": max_cost}, source="--max-cost")
     if model is not None:
         spec = with_model(spec, spec.plan().descendants(from_stage), model)
     config = {**previous.config, "spec": spec.model_dump(mode="json"),

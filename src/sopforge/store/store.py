@@ -417,6 +417,20 @@ class Store(StoreBase):
         with self._write() as con, transaction(con):
             return q.reject_stage_answers(con, stage_run_id)
 
+    def call_history(self) -> dict[str, tuple[int, int]]:
+        """Stage -> (mean prompt tokens, mean answer tokens) of its successful calls, over every run."""
+        with self._read() as con:
+            rows = con.execute(f"SELECT stage, avg(input_tokens), avg(output_tokens) FROM llm_calls "
+                               f"WHERE {_ANSWERED} AND input_tokens > 0 GROUP BY stage").fetchall()
+        return {stage: (int(tin), int(tout)) for stage, tin, tout in rows}
+
+    def run_cost(self, run_id: str) -> float:
+        """What the run's calls cost so far (estimated from the price table)."""
+        with self._read() as con:
+            (usd,) = con.execute("SELECT coalesce(sum(cost_usd), 0) FROM llm_calls WHERE run_id = ?",
+                                 [run_id]).fetchone()
+        return float(usd)
+
     def calls_for_run(self, run_id: str, stage: str | None = None) -> list[LLMCallRecord]:
         """Calls recorded for a run (optionally one stage), oldest first."""
         with self._read() as con:
