@@ -59,6 +59,8 @@ class Settings(BaseSettings):
         "Most requests in flight per provider and model (shared by every stage of a process); the adaptive "
         "window backs off below it on 429s."))
 
+    batch_poll_seconds: float = Field(30.0, gt=0, description="How often a batch job's status is asked (--batch).")
+
     exchange_dir: Path | None = Field(None, description="Folder for the exchange provider (default: <home>/exchange).")
     exchange_wait_seconds: float = Field(0.0, ge=0, description="How long the exchange provider polls for a response file before stopping the run.")
     recordings_dir: Path | None = Field(None, description="Folder of recorded responses for the replay provider (default: examples/recordings).")

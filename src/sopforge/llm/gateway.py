@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 from sopforge.errors import ProviderError, ResponsePending, UserError
+from sopforge.llm.batch import Batcher
 from sopforge.llm.budget import Budget
 from sopforge.llm.limits import LIMITERS, AdaptiveLimiter, LimiterRegistry, estimate_cost, match_price
 from sopforge.llm.types import CallLedger, LLMCallRecord, LLMRequest, LLMResponse
@@ -78,13 +79,14 @@ class Gateway:
             process-wide one, so every stage running at once shares one per model (a gateway with
             an injected clock gets its own).
         budget: the run's spending cap, checked before every billed call.
+        batcher: sends billed calls through the provider's batch API instead (``--batch``).
     """
 
     def __init__(self, provider: Provider, *, ledger: CallLedger | None, settings: Settings,
                  run_id: str | None = None, family: str | None = None, sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.monotonic, jitter: float = DEFAULT_JITTER,
                  rng: random.Random | None = None, limiters: LimiterRegistry | None = None,
-                 budget: Budget | None = None):
+                 budget: Budget | None = None, batcher: Batcher | None = None):
         self.backend = provider
         self.provider: str = provider.name
         self.ledger = ledger
@@ -100,6 +102,7 @@ class Gateway:
             limiters = LIMITERS if real_time else LimiterRegistry(clock=clock, sleep=sleep)
         self._limiters = limiters
         self.budget = budget
+        self.batcher = batcher
         self._stats_lock = threading.Lock()
         self._stats = GatewayStats()
         self._flight_guard = threading.Lock()
@@ -186,6 +189,17 @@ class Gateway:
         if self.budget is not None:
             worst = estimate_cost(request.model, prompt_tokens, request.max_tokens, self.settings.prices)
             reservation = self.budget.reserve(worst, f"call {request.call_key}")
+        if self.batcher is not None:  # the batch API has its own queue and quota: no interactive limiter
+            start = self._clock()
+            try:
+                response = self.batcher.send(request)
+            except BaseException:
+                if reservation is not None:
+                    self.budget.settle(reservation, 0.0)
+                raise
+            if reservation is not None:
+                self.budget.settle(reservation, self._cost(request, response))
+            return response, (self._clock() - start) * 1000.0
         limiter = self.limiter_for(request.model)
         limiter.acquire(prompt_tokens)
         start = self._clock()

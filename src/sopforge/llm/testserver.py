@@ -301,9 +301,26 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         pass  # tests read server.requests; stderr noise would hide real failures
 
+    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+        handled = self.server.owner.batches.get(self.path)
+        if handled is None:
+            self._send_json(404, {"error": {"message": f"FakeLLMServer: unknown path {self.path}"}})
+        else:
+            self._reply(*handled)
+
+    def _reply(self, code: int, payload: Any) -> None:
+        if isinstance(payload, bytes):
+            self._send(code, payload, "application/binary")
+        else:
+            self._send_json(code, payload)
+
     def do_POST(self) -> None:  # noqa: N802 - stdlib naming
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(length) if length else b""
+        handled = self.server.owner.batches.post(self.path, {k.lower(): v for k, v in self.headers.items()}, raw)
+        if handled is not None:
+            self._reply(*handled)
+            return
         try:
             body = json.loads(raw) if raw else None
         except ValueError:
@@ -378,6 +395,7 @@ class FakeLLMServer:
             request JSON and the protocol name ("anthropic" or "openai") and returns the text.
         latency: seconds every completion takes (scripted ``slow`` actions take their own).
         rate_limit: the quota to enforce with 429s and report in headers (generous by default).
+        batch_seconds: how long a batch job stays in progress before its results are ready.
 
     Attributes:
         requests: every request received, in arrival order (``ReceivedRequest``).
@@ -385,13 +403,18 @@ class FakeLLMServer:
         service_seconds: time spent answering (the server's own work and latency), summed over
             requests: what a benchmark subtracts to see the client's overhead.
         quota: the rate-limit state (``quota.rejected`` counts the 429s it answered).
+        batches: the batch jobs (``batches.jobs``: id -> FakeBatch with its requests and polls).
         cache: the prompt-cache accounting.
     """
 
     def __init__(self, responder: Responder | None = None, *, latency: float = 0.0,
-                 rate_limit: RateLimit | None = None):
+                 rate_limit: RateLimit | None = None, batch_seconds: float = 0.0):
+        from sopforge.llm.testserver_batches import BatchBackend
+
         self.responder = responder
         self.latency = latency
+        self.batch_seconds = batch_seconds
+        self.batches = BatchBackend(self)
         self.quota = _Quota(rate_limit or RateLimit())
         self.cache = PromptCache()
         self.requests: list[ReceivedRequest] = []

@@ -17,6 +17,7 @@ from typing import Callable
 from sopforge.ask import Mapper, sequential_map, using_mapper
 from sopforge.errors import SopforgeError, ValidationFailed
 from sopforge.llm.factory import build_provider, default_model
+from sopforge.llm.batch import Batcher
 from sopforge.llm.budget import budget_for
 from sopforge.llm.gateway import Gateway
 from sopforge.llm.types import sha256_json
@@ -192,8 +193,10 @@ def execute_stage(run_id: str, stage: str, *, settings: Settings, force: bool = 
         provider_settings = settings.model_copy(update={"recordings_dir": _recordings(config)})
         provider = build_provider(cfg.provider, settings=provider_settings, base_url=cfg.base_url)
         budget = budget_for(run_id, spec.max_cost, store.run_cost(run_id)) if spec.max_cost else None
+        batcher = (Batcher(provider, store, run_id=run_id, stage=stage, poll_seconds=settings.batch_poll_seconds)
+                   if spec.batch and hasattr(provider, "submit_batch") else None)
         gateway = Gateway(provider, ledger=_Ledger(store, stage, fresh=forced), settings=settings, run_id=run_id,
-                          family=definition.family, budget=budget)
+                          family=definition.family, budget=budget, batcher=batcher)
     context = InputContext(run_id=run_id, exports_dir=settings.exports_dir, parent_records=parents)
     inputs = definition.make_inputs(
         spec, {n: dag.get(n).model.model_validate(r.content) for n, r in parents.items()}, context)

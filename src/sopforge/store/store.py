@@ -7,11 +7,12 @@ run it finishes) share one transaction, so a crash never leaves half a stage.
 
 from __future__ import annotations
 
+import json
 import typing
 from typing import Any
 
 from sopforge.errors import UserError
-from sopforge.llm.types import LLMCallRecord
+from sopforge.llm.types import LLMCallRecord, sha256_text
 from sopforge.checks import blocking_failures
 from sopforge.funnel import FunnelRow
 
@@ -416,6 +417,40 @@ class Store(StoreBase):
         self._answered = None
         with self._write() as con, transaction(con):
             return q.reject_stage_answers(con, stage_run_id)
+
+    # --- batch jobs (sopforge.llm.batch.BatchJobs) ---------------------------------------
+
+    def open_batch_job(self, request_hash: str, provider: str, model: str) -> str | None:
+        """The newest job still open at the provider that holds this request, or None."""
+        with self._read() as con:
+            rows = con.execute("SELECT id, requests FROM batch_jobs WHERE status = 'submitted' AND provider = ? "
+                               "AND model = ? ORDER BY created_at DESC", [provider, model]).fetchall()
+        for job_id, requests in rows:
+            if request_hash in json.loads(requests):
+                return job_id
+        return None
+
+    def record_batch_job(self, job_id: str, *, run_id: str | None, stage: str, provider: str, model: str,
+                         request_hashes: list[str]) -> None:
+        """Remember a submitted job at once (not written behind): a run stopped while it is in
+        progress must find it again."""
+        with self._write() as con, transaction(con):
+            con.execute("INSERT INTO batch_jobs (id, run_id, stage, provider, model, requests_hash, requests, status, "
+                        "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'submitted', now(), now())",
+                        [job_id, run_id or "", stage, provider, model, sha256_text("\n".join(sorted(request_hashes))),
+                         json.dumps(sorted(request_hashes))])
+
+    def finish_batch_job(self, job_id: str, status: str, error: str | None = None) -> None:
+        """A job ended (its answers are being recorded as calls) or will never answer."""
+        with self._write() as con:
+            con.execute("UPDATE batch_jobs SET status = ?, error = ?, updated_at = now() WHERE id = ?",
+                        [status, error, job_id])
+
+    def batch_jobs(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        """Batch jobs (of one run, or all), oldest first."""
+        with self._read() as con:
+            return q.fetch_dicts(con, "SELECT * FROM batch_jobs WHERE (? IS NULL OR run_id = ?) ORDER BY created_at",
+                                 [run_id, run_id])
 
     def call_history(self) -> dict[str, tuple[int, int]]:
         """Stage -> (mean prompt tokens, mean answer tokens) of its successful calls, over every run."""

@@ -7,6 +7,8 @@ not sent; ``applies_temperature`` tells the gateway to say so in the recorded pa
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import anthropic
@@ -72,6 +74,50 @@ class AnthropicProvider:
             raise ProviderError(f"{NAME}: {type(err).__name__}: {err}", retryable=False) from None
         response = parse_message(text, request)
         return response.model_copy(update={"rate_limit": RateLimitInfo.from_headers(headers)})
+
+    # -- Message Batches (sopforge.llm.batch) ------------------------------------------------------
+    def submit_batch(self, requests: dict[str, LLMRequest]) -> str:
+        """Create a message batch of the requests; returns its id."""
+        with _sdk_errors(self):
+            return self._client.messages.batches.create(
+                requests=[{"custom_id": cid, "params": message_params(r)} for cid, r in requests.items()]).id
+
+    def batch_status(self, job_id: str) -> str:
+        """``pending`` or ``ended`` (an ended batch reports each request's own outcome)."""
+        with _sdk_errors(self):
+            status = self._client.messages.batches.retrieve(job_id).processing_status
+        return "ended" if status == "ended" else "pending"
+
+    def batch_results(self, job_id: str, requests: dict[str, LLMRequest]) -> dict[str, LLMResponse | ProviderError]:
+        """Each request's answer (or error) by custom id."""
+        found: dict[str, LLMResponse | ProviderError] = {}
+        with _sdk_errors(self):
+            for item in self._client.messages.batches.results(job_id):
+                request = requests.get(item.custom_id)
+                if request is None:
+                    continue
+                if item.result.type == "succeeded":
+                    parsed = parse_message(item.result.message.model_dump_json(), request)
+                    found[item.custom_id] = parsed.model_copy(update={"batch_id": job_id})
+                else:  # errored, canceled, expired: asked again (in a new batch) by the gateway's retries
+                    found[item.custom_id] = ProviderError(f"{NAME} batch {job_id}: request {item.result.type}",
+                                                          retryable=True)
+        return found
+
+
+@contextmanager
+def _sdk_errors(provider: AnthropicProvider) -> Iterator[None]:
+    try:
+        yield
+    except anthropic.APIStatusError as err:
+        raise status_error(NAME, err.status_code, err.api_message or server_message(err.body),
+                           err.response.headers) from None
+    except anthropic.APITimeoutError:
+        raise ProviderError(f"{NAME}: no response within {provider.timeout:g}s", retryable=True) from None
+    except anthropic.APIConnectionError as err:
+        raise connection_error(NAME, provider.base_url, root_cause(err)) from None
+    except anthropic.AnthropicError as err:
+        raise ProviderError(f"{NAME}: {type(err).__name__}: {err}", retryable=False) from None
 
 
 CACHE_CONTROL = {"type": "ephemeral"}

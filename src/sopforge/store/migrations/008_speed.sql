@@ -16,7 +16,7 @@ CREATE TABLE batch_jobs (
     provider       TEXT NOT NULL,
     model          TEXT NOT NULL,
     requests_hash  TEXT NOT NULL,           -- sha256 of the sorted request hashes in the job
-    requests       JSON NOT NULL,           -- custom_id -> request_hash
+    requests       JSON NOT NULL,           -- the request hashes in the job (each is its custom_id)
     status         TEXT NOT NULL,           -- submitted, ended (results collected), failed, expired
     error          TEXT,
     created_at     TIMESTAMPTZ NOT NULL,
