@@ -56,7 +56,21 @@ def ui(
     from sopforge.orchestration.prefect_env import configure_prefect, running_ui_api_url, ui_state_path
     from sopforge.settings import load_settings
 
+    from sopforge.orchestration.prefect_server import lease, shared_server_url
+
     settings = load_settings(home=home)
+    shared = shared_server_url(settings.prefect_home)
+    if shared:  # a generate started this home's server already: show its UI rather than start a second one
+        out.print(f"Prefect UI: {shared.removesuffix('/api')}  (this home's server, started by an earlier command; "
+                  f"database in {settings.prefect_home}). It stays up while this command runs; Ctrl-C leaves.")
+        signal.signal(signal.SIGTERM, _interrupt)
+        try:
+            with lease(settings.prefect_home):
+                while shared_server_url(settings.prefect_home):
+                    time.sleep(5)
+        except KeyboardInterrupt:
+            pass
+        return
     if running_ui_api_url(settings):
         raise UserError(f"a sopforge UI is already running for {settings.home}: see {ui_state_path(settings)}")
     # Checked before starting: otherwise the health check could be answered by whatever server
