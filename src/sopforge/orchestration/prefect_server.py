@@ -56,9 +56,25 @@ def _state(prefect_home: Path) -> dict | None:
 def shared_server_url(prefect_home: Path) -> str | None:
     """API URL of this home's healthy background server, or None."""
     state = _state(prefect_home)
-    if state and isinstance(state.get("api_url"), str) and healthy(state["api_url"]):
+    if state and isinstance(state.get("api_url"), str) and healthy(state["api_url"], timeout=5.0):
         return state["api_url"]
     return None
+
+
+def _server_alive(prefect_home: Path) -> bool:
+    """Whether the process named in the state file still runs (slow to answer is not dead: on a
+    loaded machine a health check can time out, and a second server on one database is the bug
+    this module exists to prevent)."""
+    state = _state(prefect_home)
+    if not state or not isinstance(state.get("pid"), int):
+        return False
+    try:
+        os.kill(state["pid"], 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 @contextlib.contextmanager
@@ -78,7 +94,7 @@ def start_shared_server(prefect_home: Path) -> None:
     The lock file is held by the starting server process itself until it is healthy (or gave
     up), so a second command that calls this meanwhile neither starts another one nor misses it.
     """
-    if shared_server_url(prefect_home):
+    if _server_alive(prefect_home):
         return
     prefect_home.mkdir(parents=True, exist_ok=True)
     with open(prefect_home / "server.lock", "w") as handle:
@@ -86,8 +102,8 @@ def start_shared_server(prefect_home: Path) -> None:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return  # another command is starting it right now
-        if shared_server_url(prefect_home):
-            return
+        if _server_alive(prefect_home):
+            return  # running (maybe slow to answer): wait for it rather than start a second one
         (prefect_home / SERVER_STATE_FILE).unlink(missing_ok=True)
         # The child inherits the locked descriptor: the lock stays held until it closes it (healthy,
         # or given up), even after this process has closed its own copy.
@@ -113,7 +129,7 @@ def wait_for_shared_server(prefect_home: Path, timeout: float = 180.0) -> str:
             url = shared_server_url(prefect_home)
             if url:
                 return url
-        if _state(prefect_home) is None and not _starting(prefect_home):
+        if not _server_alive(prefect_home) and not _starting(prefect_home):
             start_shared_server(prefect_home)  # the last one gave up or died: try once more
         time.sleep(0.2)
     raise SopforgeError(f"the Prefect server for {prefect_home} did not start within {timeout:.0f}s "
