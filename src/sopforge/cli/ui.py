@@ -56,7 +56,7 @@ def ui(
     from sopforge.orchestration.prefect_env import configure_prefect, running_ui_api_url, ui_state_path
     from sopforge.settings import load_settings
 
-    from sopforge.orchestration.prefect_server import lease, shared_server_url
+    from sopforge.orchestration.prefect_server import lease, shared_server_url, stop_process
 
     settings = load_settings(home=home)
     shared = shared_server_url(settings.prefect_home)
@@ -99,9 +99,4 @@ def ui(
         err.print("stopping the Prefect server…")
     finally:
         state.unlink(missing_ok=True)
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_process(proc)

@@ -32,7 +32,8 @@ from pathlib import Path
 
 from sopforge.errors import SopforgeError
 
-__all__ = ["SERVER_STATE_FILE", "healthy", "lease", "shared_server_url", "start_shared_server", "wait_for_shared_server"]
+__all__ = ["SERVER_STATE_FILE", "healthy", "lease", "shared_server_url", "start_shared_server", "stop_process",
+           "wait_for_shared_server"]
 
 SERVER_STATE_FILE = "server.json"
 DEFAULT_IDLE_SECONDS = 1800.0
@@ -224,12 +225,17 @@ def serve(prefect_home: Path, idle_seconds: float) -> int:
         current = _state(prefect_home)
         if current and current.get("pid") == os.getpid():
             state.unlink(missing_ok=True)
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_process(proc)
+
+
+def stop_process(proc: subprocess.Popen, grace: float = 20) -> None:
+    """Terminate a server process, and kill it if it has not stopped within ``grace`` seconds."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 if __name__ == "__main__":

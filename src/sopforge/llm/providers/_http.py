@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urlsplit
@@ -103,6 +104,25 @@ def connection_error(provider: str, base_url: str | None, cause: BaseException) 
         return ProviderError(f"{provider}: nothing is listening at {base_url} (connection refused): start the "
                              "server or fix --base-url", retryable=False)
     return ProviderError(f"{provider}: connection failed: {cause}", retryable=True)
+
+
+@contextmanager
+def sdk_errors(provider: str, base_url: str | None, timeout: float, sdk: Any, base_error: type) -> Iterator[None]:
+    """Turn what an SDK raises into ``ProviderError`` (the openai and anthropic SDKs name their
+    exception classes alike); ``base_error`` is the SDK's root class."""
+    try:
+        yield
+    except sdk.APIStatusError as err:
+        message = getattr(err, "api_message", None) or server_message(err.body)
+        raise status_error(provider, err.status_code, message, err.response.headers) from None
+    except sdk.APITimeoutError:
+        raise ProviderError(f"{provider}: no response within {timeout:g}s", retryable=True) from None
+    except sdk.APIConnectionError as err:
+        raise connection_error(provider, base_url, root_cause(err)) from None
+    except sdk.APIResponseValidationError as err:
+        raise malformed(provider, str(err), err.status_code) from None
+    except base_error as err:
+        raise ProviderError(f"{provider}: {type(err).__name__}: {err}", retryable=False) from None
 
 
 def root_cause(err: BaseException) -> BaseException:

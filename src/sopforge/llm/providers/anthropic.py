@@ -7,8 +7,6 @@ not sent; ``applies_temperature`` tells the gateway to say so in the recorded pa
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import anthropic
@@ -16,7 +14,7 @@ import anthropic
 from sopforge.errors import ProviderError
 from sopforge.llm.limits import RateLimitInfo
 from sopforge.llm.providers._http import (
-    as_int, connection_error, json_body, malformed, root_cause, server_message, status_error,
+    as_int, json_body, malformed, sdk_errors,
 )
 from sopforge.llm.types import LLMRequest, LLMResponse
 
@@ -41,6 +39,10 @@ class AnthropicProvider:
         self.timeout = timeout
         self._client = anthropic.Anthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
 
+    def _errors(self):
+        """Map this SDK's exceptions to ProviderError (a context manager)."""
+        return sdk_errors(NAME, self.base_url, self.timeout, anthropic, anthropic.AnthropicError)
+
     def __repr__(self) -> str:
         return f"AnthropicProvider(base_url={self.base_url!r}, timeout={self.timeout})"
 
@@ -58,40 +60,29 @@ class AnthropicProvider:
                 trying again can help.
         """
         kwargs = message_params(request)
-        try:
+        with self._errors():
             raw = self._client.messages.with_raw_response.create(**kwargs)
             text, headers = raw.http_response.text, raw.http_response.headers
-        except anthropic.APIStatusError as err:
-            raise status_error(NAME, err.status_code, err.api_message or server_message(err.body),
-                               err.response.headers) from None
-        except anthropic.APITimeoutError:
-            raise ProviderError(f"{NAME}: no response within {self.timeout:g}s", retryable=True) from None
-        except anthropic.APIConnectionError as err:
-            raise connection_error(NAME, self.base_url, root_cause(err)) from None
-        except anthropic.APIResponseValidationError as err:
-            raise malformed(NAME, str(err), err.status_code) from None
-        except anthropic.AnthropicError as err:
-            raise ProviderError(f"{NAME}: {type(err).__name__}: {err}", retryable=False) from None
         response = parse_message(text, request)
         return response.model_copy(update={"rate_limit": RateLimitInfo.from_headers(headers)})
 
     # -- Message Batches (sopforge.llm.batch) ------------------------------------------------------
     def submit_batch(self, requests: dict[str, LLMRequest]) -> str:
         """Create a message batch of the requests; returns its id."""
-        with _sdk_errors(self):
+        with self._errors():
             return self._client.messages.batches.create(
                 requests=[{"custom_id": cid, "params": message_params(r)} for cid, r in requests.items()]).id
 
     def batch_status(self, job_id: str) -> str:
         """``pending`` or ``ended`` (an ended batch reports each request's own outcome)."""
-        with _sdk_errors(self):
+        with self._errors():
             status = self._client.messages.batches.retrieve(job_id).processing_status
         return "ended" if status == "ended" else "pending"
 
     def batch_results(self, job_id: str, requests: dict[str, LLMRequest]) -> dict[str, LLMResponse | ProviderError]:
         """Each request's answer (or error) by custom id."""
         found: dict[str, LLMResponse | ProviderError] = {}
-        with _sdk_errors(self):
+        with self._errors():
             for item in self._client.messages.batches.results(job_id):
                 request = requests.get(item.custom_id)
                 if request is None:
@@ -104,76 +95,3 @@ class AnthropicProvider:
                                                           retryable=True)
         return found
 
-
-@contextmanager
-def _sdk_errors(provider: AnthropicProvider) -> Iterator[None]:
-    try:
-        yield
-    except anthropic.APIStatusError as err:
-        raise status_error(NAME, err.status_code, err.api_message or server_message(err.body),
-                           err.response.headers) from None
-    except anthropic.APITimeoutError:
-        raise ProviderError(f"{NAME}: no response within {provider.timeout:g}s", retryable=True) from None
-    except anthropic.APIConnectionError as err:
-        raise connection_error(NAME, provider.base_url, root_cause(err)) from None
-    except anthropic.AnthropicError as err:
-        raise ProviderError(f"{NAME}: {type(err).__name__}: {err}", retryable=False) from None
-
-
-CACHE_CONTROL = {"type": "ephemeral"}
-
-
-def message_params(request: LLMRequest) -> dict[str, Any]:
-    """The Messages API parameters of ``request``, with prompt-cache breakpoints.
-
-    Every stage sends its long shared material in the first user message. That message is marked
-    for Anthropic's prompt cache (``cache_control`` on its content block), and when its template
-    marks where the shared prefix ends (``{# cache-break #}``, see ``sopforge.prompts``) the message
-    is split there and the prefix alone is marked, so the other items of the stage (each SOP
-    variant type, each dialogue) read the prefix from the cache too. Re-asks resend the first
-    message unchanged and read it from the cache. A system prompt is marked as well. That is at
-    most three of the four breakpoints a request may carry. Prompts below the model's minimum
-    cacheable length are simply not cached.
-    """
-    messages: list[dict[str, Any]] = []
-    for i, m in enumerate(request.messages):
-        if i == 0 and m.role == "user":
-            cut = m.cache_prefix if m.cache_prefix and 0 < m.cache_prefix < len(m.content) else len(m.content)
-            blocks = [{"type": "text", "text": m.content[:cut], "cache_control": CACHE_CONTROL}]
-            if cut < len(m.content):
-                blocks.append({"type": "text", "text": m.content[cut:]})
-            messages.append({"role": "user", "content": blocks})
-        else:
-            messages.append({"role": m.role, "content": m.content})
-    params: dict[str, Any] = {"model": request.model, "max_tokens": request.max_tokens, "messages": messages}
-    if request.system:
-        params["system"] = [{"type": "text", "text": request.system, "cache_control": CACHE_CONTROL}]
-    return params
-
-
-def parse_message(text: str, request: LLMRequest) -> LLMResponse:
-    """Turn a Messages API success body into an ``LLMResponse``.
-
-    Raises:
-        ProviderError: retryable "malformed response body" when the body is not a message.
-    """
-    body = json_body(NAME, text)
-    content = body.get("content")
-    if not isinstance(content, list):
-        raise malformed(NAME, "no 'content' list")
-    answer = "".join(block.get("text") or "" for block in content
-                     if isinstance(block, dict) and block.get("type") == "text")
-    usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
-    # Anthropic's input_tokens excludes the tokens read from or written to the cache; sopforge's
-    # input_tokens is every prompt token (as OpenAI counts), with the cached ones a part of it.
-    read, written = as_int(usage.get("cache_read_input_tokens")), as_int(usage.get("cache_creation_input_tokens"))
-    return LLMResponse(
-        text=answer,
-        provider=NAME,
-        model=str(body.get("model") or request.model),
-        input_tokens=as_int(usage.get("input_tokens")) + read + written,
-        output_tokens=as_int(usage.get("output_tokens")),
-        cached_tokens=read,
-        cache_write_tokens=written,
-        raw=body,
-    )

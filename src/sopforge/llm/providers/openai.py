@@ -7,8 +7,6 @@ its ``/v1`` root; those servers ignore the key, so the factory passes a placehol
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import openai
@@ -16,7 +14,7 @@ import openai
 from sopforge.errors import ProviderError
 from sopforge.llm.limits import RateLimitInfo
 from sopforge.llm.providers._http import (
-    as_int, connection_error, json_body, malformed, root_cause, server_message, status_error,
+    as_int, json_body, malformed, sdk_errors,
 )
 from sopforge.llm.types import LLMRequest, LLMResponse
 
@@ -41,6 +39,10 @@ class OpenAIProvider:
         self.timeout = timeout
         self._client = openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
 
+    def _errors(self):
+        """Map this SDK's exceptions to ProviderError (a context manager)."""
+        return sdk_errors(NAME, self.base_url, self.timeout, openai, openai.OpenAIError)
+
     def __repr__(self) -> str:
         return f"OpenAIProvider(base_url={self.base_url!r}, timeout={self.timeout})"
 
@@ -58,19 +60,9 @@ class OpenAIProvider:
             ProviderError: on any HTTP, transport or body problem; ``retryable`` says whether
                 trying again can help.
         """
-        try:
+        with self._errors():
             raw = self._client.chat.completions.with_raw_response.create(**self.chat_body(request))
             text, headers = raw.http_response.text, raw.http_response.headers
-        except openai.APIStatusError as err:
-            raise status_error(NAME, err.status_code, server_message(err.body), err.response.headers) from None
-        except openai.APITimeoutError:
-            raise ProviderError(f"{NAME}: no response within {self.timeout:g}s", retryable=True) from None
-        except openai.APIConnectionError as err:
-            raise connection_error(NAME, self.base_url, root_cause(err)) from None
-        except openai.APIResponseValidationError as err:
-            raise malformed(NAME, str(err), err.status_code) from None
-        except openai.OpenAIError as err:
-            raise ProviderError(f"{NAME}: {type(err).__name__}: {err}", retryable=False) from None
         response = parse_chat_completion(text, request)
         return response.model_copy(update={"rate_limit": RateLimitInfo.from_headers(headers)})
 
@@ -92,14 +84,14 @@ class OpenAIProvider:
         """Upload the requests as a JSONL file and create a batch job; returns its id."""
         lines = "".join(json.dumps({"custom_id": cid, "method": "POST", "url": "/v1/chat/completions",
                                     "body": self.chat_body(r)}) + "\n" for cid, r in requests.items())
-        with _sdk_errors(self):
+        with self._errors():
             uploaded = self._client.files.create(file=("sopforge-batch.jsonl", lines.encode()), purpose="batch")
             return self._client.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions",
                                                completion_window="24h").id
 
     def batch_status(self, job_id: str) -> str:
         """``pending``, ``ended``, or the terminal status of a job that will never answer."""
-        with _sdk_errors(self):
+        with self._errors():
             status = self._client.batches.retrieve(job_id).status
         if status == "completed":
             return "ended"
@@ -107,7 +99,7 @@ class OpenAIProvider:
 
     def batch_results(self, job_id: str, requests: dict[str, LLMRequest]) -> dict[str, LLMResponse | ProviderError]:
         """Each request's answer (or error) by custom id, costed later at batch prices."""
-        with _sdk_errors(self):
+        with self._errors():
             job = self._client.batches.retrieve(job_id)
             text = self._client.files.content(job.output_file_id).text if job.output_file_id else ""
         found: dict[str, LLMResponse | ProviderError] = {}
@@ -126,42 +118,3 @@ class OpenAIProvider:
                 found[item["custom_id"]] = parsed.model_copy(update={"batch_id": job_id})
         return found
 
-
-@contextmanager
-def _sdk_errors(provider: OpenAIProvider) -> Iterator[None]:
-    try:
-        yield
-    except openai.APIStatusError as err:
-        raise status_error(NAME, err.status_code, server_message(err.body), err.response.headers) from None
-    except openai.APITimeoutError:
-        raise ProviderError(f"{NAME}: no response within {provider.timeout:g}s", retryable=True) from None
-    except openai.APIConnectionError as err:
-        raise connection_error(NAME, provider.base_url, root_cause(err)) from None
-    except openai.OpenAIError as err:
-        raise ProviderError(f"{NAME}: {type(err).__name__}: {err}", retryable=False) from None
-
-
-def parse_chat_completion(text: str, request: LLMRequest) -> LLMResponse:
-    """Turn a chat.completion success body into an ``LLMResponse``.
-
-    Raises:
-        ProviderError: retryable "malformed response body" when the body has no choice/message.
-    """
-    body = json_body(NAME, text)
-    choices = body.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise malformed(NAME, "no 'choices'")
-    message = choices[0].get("message")
-    if not isinstance(message, dict):
-        raise malformed(NAME, "first choice has no 'message'")
-    usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
-    details = usage.get("prompt_tokens_details") if isinstance(usage.get("prompt_tokens_details"), dict) else {}
-    return LLMResponse(
-        text=message.get("content") or "",
-        provider=NAME,
-        model=str(body.get("model") or request.model),
-        input_tokens=as_int(usage.get("prompt_tokens")),
-        output_tokens=as_int(usage.get("completion_tokens")),
-        cached_tokens=as_int(details.get("cached_tokens")),
-        raw=body,
-    )
