@@ -95,3 +95,61 @@ class AnthropicProvider:
                                                           retryable=True)
         return found
 
+
+CACHE_CONTROL = {"type": "ephemeral"}
+
+
+def message_params(request: LLMRequest) -> dict[str, Any]:
+    """The Messages API parameters of ``request``, with prompt-cache breakpoints.
+
+    Every stage sends its long shared material in the first user message. That message is marked
+    for Anthropic's prompt cache (``cache_control`` on its content block), and when its template
+    marks where the shared prefix ends (``{# cache-break #}``, see ``sopforge.prompts``) the message
+    is split there and the prefix alone is marked, so the other items of the stage (each SOP
+    variant type, each dialogue) read the prefix from the cache too. Re-asks resend the first
+    message unchanged and read it from the cache. A system prompt is marked as well. That is at
+    most three of the four breakpoints a request may carry. Prompts below the model's minimum
+    cacheable length are simply not cached.
+    """
+    messages: list[dict[str, Any]] = []
+    for i, m in enumerate(request.messages):
+        if i == 0 and m.role == "user":
+            cut = m.cache_prefix if m.cache_prefix and 0 < m.cache_prefix < len(m.content) else len(m.content)
+            blocks = [{"type": "text", "text": m.content[:cut], "cache_control": CACHE_CONTROL}]
+            if cut < len(m.content):
+                blocks.append({"type": "text", "text": m.content[cut:]})
+            messages.append({"role": "user", "content": blocks})
+        else:
+            messages.append({"role": m.role, "content": m.content})
+    params: dict[str, Any] = {"model": request.model, "max_tokens": request.max_tokens, "messages": messages}
+    if request.system:
+        params["system"] = [{"type": "text", "text": request.system, "cache_control": CACHE_CONTROL}]
+    return params
+
+
+def parse_message(text: str, request: LLMRequest) -> LLMResponse:
+    """Turn a Messages API success body into an ``LLMResponse``.
+
+    Raises:
+        ProviderError: retryable "malformed response body" when the body is not a message.
+    """
+    body = json_body(NAME, text)
+    content = body.get("content")
+    if not isinstance(content, list):
+        raise malformed(NAME, "no 'content' list")
+    answer = "".join(block.get("text") or "" for block in content
+                     if isinstance(block, dict) and block.get("type") == "text")
+    usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+    # Anthropic's input_tokens excludes the tokens read from or written to the cache; sopforge's
+    # input_tokens is every prompt token (as OpenAI counts), with the cached ones a part of it.
+    read, written = as_int(usage.get("cache_read_input_tokens")), as_int(usage.get("cache_creation_input_tokens"))
+    return LLMResponse(
+        text=answer,
+        provider=NAME,
+        model=str(body.get("model") or request.model),
+        input_tokens=as_int(usage.get("input_tokens")) + read + written,
+        output_tokens=as_int(usage.get("output_tokens")),
+        cached_tokens=read,
+        cache_write_tokens=written,
+        raw=body,
+    )

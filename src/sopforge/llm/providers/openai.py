@@ -118,3 +118,28 @@ class OpenAIProvider:
                 found[item["custom_id"]] = parsed.model_copy(update={"batch_id": job_id})
         return found
 
+
+def parse_chat_completion(text: str, request: LLMRequest) -> LLMResponse:
+    """Turn a chat.completion success body into an ``LLMResponse``.
+
+    Raises:
+        ProviderError: retryable "malformed response body" when the body has no choice/message.
+    """
+    body = json_body(NAME, text)
+    choices = body.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise malformed(NAME, "no 'choices'")
+    message = choices[0].get("message")
+    if not isinstance(message, dict):
+        raise malformed(NAME, "first choice has no 'message'")
+    usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+    details = usage.get("prompt_tokens_details") if isinstance(usage.get("prompt_tokens_details"), dict) else {}
+    return LLMResponse(
+        text=message.get("content") or "",
+        provider=NAME,
+        model=str(body.get("model") or request.model),
+        input_tokens=as_int(usage.get("prompt_tokens")),
+        output_tokens=as_int(usage.get("completion_tokens")),
+        cached_tokens=as_int(details.get("cached_tokens")),
+        raw=body,
+    )
