@@ -43,7 +43,8 @@ def prefect_map(fn: Callable[[Any], Any], items: Sequence[Any], label: str = "it
     if len(items) <= 1 or FlowRunContext.get() is None:
         return sequential_map(fn, items, label)
     parent = TaskRunContext.get()
-    prefix = f"{parent.task_run.name}: " if parent is not None else ""
+    # Named after the stage (the part before ":" of a nested item's name): "manipulations: variant 3/7".
+    prefix = f"{parent.task_run.name.split(':')[0]}: " if parent is not None else ""
     # The item is bound in a partial (not passed as a parameter) so Prefect does not walk large
     # pydantic inputs looking for futures.
     futures = [_item.with_options(task_run_name=f"{prefix}{label} {i + 1}/{len(items)}").submit(partial(fn, item))
