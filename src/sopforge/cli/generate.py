@@ -233,7 +233,6 @@ def generate(
 
     started = time.monotonic()
     settings = load_settings(home=home)
-    begin_prefect(settings)  # the home's Prefect server comes up while the request is checked
     from sopforge.run_request import resolve_spec, run_config
 
     spec, base_dir = resolve_spec(theme_file, theme, {
@@ -244,6 +243,8 @@ def generate(
 
     store = Store(settings.db_path)
     store.check_writable()
+    if spec.review != "ui":  # --review ui needs a server with its UI the user started (checked below)
+        begin_prefect(settings)  # the home's Prefect server comes up while the run is prepared
     config = run_config(spec, base_dir, settings)
     execute_run(store, settings, spec, config, as_json=as_json, started=started)
 
@@ -261,7 +262,7 @@ def execute_run(store: Store, settings: Settings, spec: ThemeSpec, config: dict[
     from sopforge.orchestration.prefect_env import configure_prefect
     from sopforge.orchestration.prefect_server import lease
 
-    target = configure_prefect(settings, shared_server=True)
+    target = configure_prefect(settings, shared_server=spec.review != "ui")
     if spec.review == "ui" and not os.environ.get("PREFECT_API_URL"):
         raise UserError("--review ui pauses the flow run for a reviewer, which needs a Prefect server with its UI: "
                         "start `sopforge ui` in another terminal (or set PREFECT_API_URL), then run this again")

@@ -55,7 +55,6 @@ def rerun(
 
     started = time.monotonic()
     settings, store = existing_store(home)
-    begin_prefect(settings)
     previous = store.get_run(run)
     spec = build_spec(previous.config["spec"], source=f"the configuration of run {previous.id}")
     if from_stage is not None:
@@ -75,5 +74,7 @@ def rerun(
               "rerun": {"from_run": previous.id, "force": [from_stage] if from_stage else [],
                         "feedback": {from_stage: feedback} if feedback else {}}}
     store.check_writable()
+    if spec.review != "ui":
+        begin_prefect(settings)  # the home's Prefect server comes up while the run is prepared
     preflight(spec, settings.model_copy(update={"recordings_dir": config.get("recordings_dir")}))
     execute_run(store, settings, spec, config, as_json=as_json, started=started)

@@ -68,8 +68,8 @@ def configure_prefect(settings: Settings, *, shared_server: bool = False) -> str
     Explicit user settings (``PREFECT_API_URL``, ``PREFECT_HOME``) are left alone.
 
     Args:
-        shared_server: use (starting it if needed, then waiting for it) this home's shared
-            background server rather than an ephemeral one.
+        shared_server: start this home's shared background server when none is running (and wait
+            for it); without it, one already running is still used, else Prefect's ephemeral one.
     """
     for key, value in _QUIET_DEFAULTS.items():
         os.environ.setdefault(key, value)
@@ -81,11 +81,11 @@ def configure_prefect(settings: Settings, *, shared_server: bool = False) -> str
     if api_url:
         os.environ["PREFECT_API_URL"] = api_url
         return f"Prefect server at {api_url}"
-    if shared_server:
-        api_url = shared_server_url(settings.prefect_home)
-        if api_url is None:
-            start_shared_server(settings.prefect_home)
-            api_url = wait_for_shared_server(settings.prefect_home)
+    api_url = shared_server_url(settings.prefect_home)
+    if api_url is None and shared_server:
+        start_shared_server(settings.prefect_home)
+        api_url = wait_for_shared_server(settings.prefect_home)
+    if api_url is not None:
         os.environ["PREFECT_API_URL"] = api_url
         return f"Prefect server at {api_url.removesuffix('/api')} (this home's, shared by its commands)"
     os.environ.setdefault("PREFECT_SERVER_ALLOW_EPHEMERAL_MODE", "true")
