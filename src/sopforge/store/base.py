@@ -19,7 +19,7 @@ from typing import Any, Self
 
 import duckdb
 
-from .connection import ensure_writable_location, open_connection, release_all
+from .connection import _process_lock, ensure_writable_location, open_connection, release_all
 from .migrate import apply_migrations, is_current
 
 DEFAULT_LOCK_TIMEOUT = 30.0
@@ -118,9 +118,12 @@ class StoreBase:
             return [item for _, item in _pending.get(self._key, [])]
 
     def _flush(self) -> None:
-        if _pending.get(self._key):
-            with self._write():
-                pass
+        # Checked under the file's lock: another thread may have written the queue (and the
+        # caller may have moved on, even deleted the folder) while this one waited for it.
+        with _process_lock(self.path):
+            if _pending.get(self._key):
+                with self._write():
+                    pass
 
     @contextmanager
     def _read(self, *, flush: bool = True) -> Iterator[duckdb.DuckDBPyConnection]:
