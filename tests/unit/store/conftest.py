@@ -35,7 +35,7 @@ def sql(db_path: Path) -> Callable[..., list[tuple[Any, ...]]]:
     """Run plain SQL against the file the way a user would (read-only, own connection)."""
 
     def run(query: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
-        release_connections()  # the store keeps its connection for a moment; a user's is another process
+        release_connections()  # calls are written behind: write them before reading the file another way
         con = duckdb.connect(str(db_path), read_only=True)
         try:
             return con.execute(query, params or []).fetchall()
