@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -198,6 +199,15 @@ def cached_demo(home: Path) -> tuple[float, float, dict]:
     return first, second, summary
 
 
+def stop_home_server(home: Path) -> None:
+    """Stop the background Prefect server a home's commands started (sopforge.orchestration.prefect_server)."""
+    try:
+        pid = json.loads((home / "prefect" / "server.json").read_text())["pid"]
+        os.kill(pid, signal.SIGTERM)
+    except (OSError, ValueError, KeyError):
+        pass
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--latency", type=float, default=2.0, help="Seconds the fake server takes per call.")
@@ -208,27 +218,36 @@ def main() -> None:
     extra = args.extra.split() if args.extra else []
 
     with tempfile.TemporaryDirectory(prefix="sopforge-bench-") as tmp:
-        home = Path(tmp) / "home"
-        cold = generation(args.latency, args.family, home, "bench-model", extra)
-        # Same home, another model name: nothing is reused, but Prefect (and the OS caches) are warm.
-        warm = generation(args.latency, args.family, home, "bench-model-2", extra)
-        print(f"orchestration benchmark: family {args.family}, fake server latency L = {args.latency:g} s")
-        print(f"  critical path: {cold['rounds']} rounds x L = C {cold['C']:.1f} s  via {' -> '.join(cold['path'])}")
-        print(f"  N = {cold['N']} calls, N x L = {cold['NL']:.1f} s")
-        for label, r in (("first run in a new home", cold), ("second run, same home", warm)):
-            print(f"  {label:<24} W {r['W']:6.1f} s   W/C {r['W'] / r['C']:.2f} (target <= 1.5)   "
-                  f"max in flight {r['in_flight']}   cache-hit share {r['cache_share']:.0%}")
-        own, with_http = per_call_overhead()
-        print(f"  per-call overhead {own:.1f} ms in sopforge (target <= 20 ms); {with_http:.1f} ms with the SDK's "
-              "HTTP exchange to a local server")
-        if args.skip_demo:
-            return
-        demo_home = Path(tmp) / "demo"
-        first, second, summary = cached_demo(demo_home)
-        print(f"  make demo: first {first:.1f} s, fully cached second {second:.1f} s (target <= 10 s; "
-              f"{summary['llm_calls']} LLM calls the second time)")
-        for name, seconds in cli_start(demo_home, summary["run_id"], summary.get("export")).items():
-            print(f"  CLI start {name:<15} {seconds:.2f} s (target < 1 s)")
+        try:
+            run(args, Path(tmp), extra)
+        finally:
+            for home in ("home", "demo"):
+                stop_home_server(Path(tmp) / home)
+
+
+def run(args: argparse.Namespace, tmp: Path, extra: list[str]) -> None:
+    """Both generations, the per-call overhead, the cached demo and the CLI timings, printed."""
+    home = tmp / "home"
+    cold = generation(args.latency, args.family, home, "bench-model", extra)
+    # Same home, another model name: nothing is reused, but Prefect (and the OS caches) are warm.
+    warm = generation(args.latency, args.family, home, "bench-model-2", extra)
+    print(f"orchestration benchmark: family {args.family}, fake server latency L = {args.latency:g} s")
+    print(f"  critical path: {cold['rounds']} rounds x L = C {cold['C']:.1f} s  via {' -> '.join(cold['path'])}")
+    print(f"  N = {cold['N']} calls, N x L = {cold['NL']:.1f} s")
+    for label, r in (("first run in a new home", cold), ("second run, same home", warm)):
+        print(f"  {label:<24} W {r['W']:6.1f} s   W/C {r['W'] / r['C']:.2f} (target <= 1.5)   "
+              f"max in flight {r['in_flight']}   cache-hit share {r['cache_share']:.0%}")
+    own, with_http = per_call_overhead()
+    print(f"  per-call overhead {own:.1f} ms in sopforge (target <= 20 ms); {with_http:.1f} ms with the SDK's "
+          "HTTP exchange to a local server")
+    if args.skip_demo:
+        return
+    demo_home = tmp / "demo"
+    first, second, summary = cached_demo(demo_home)
+    print(f"  make demo: first {first:.1f} s, fully cached second {second:.1f} s (target <= 10 s; "
+          f"{summary['llm_calls']} LLM calls the second time)")
+    for name, seconds in cli_start(demo_home, summary["run_id"], summary.get("export")).items():
+        print(f"  CLI start {name:<15} {seconds:.2f} s (target < 1 s)")
 
 
 if __name__ == "__main__":

@@ -243,9 +243,9 @@ def generate(
 
     store = Store(settings.db_path)
     store.check_writable()
+    config = run_config(spec, base_dir, settings)  # checks every provider can be built
     if spec.review != "ui":  # --review ui needs a server with its UI the user started (checked below)
         begin_prefect(settings)  # the home's Prefect server comes up while the run is prepared
-    config = run_config(spec, base_dir, settings)
     execute_run(store, settings, spec, config, as_json=as_json, started=started)
 
 

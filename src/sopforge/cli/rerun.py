@@ -74,7 +74,7 @@ def rerun(
               "rerun": {"from_run": previous.id, "force": [from_stage] if from_stage else [],
                         "feedback": {from_stage: feedback} if feedback else {}}}
     store.check_writable()
+    preflight(spec, settings.model_copy(update={"recordings_dir": config.get("recordings_dir")}))
     if spec.review != "ui":
         begin_prefect(settings)  # the home's Prefect server comes up while the run is prepared
-    preflight(spec, settings.model_copy(update={"recordings_dir": config.get("recordings_dir")}))
     execute_run(store, settings, spec, config, as_json=as_json, started=started)

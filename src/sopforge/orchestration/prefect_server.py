@@ -210,7 +210,7 @@ def serve(prefect_home: Path, idle_seconds: float) -> int:
             os.close(lock_fd)  # healthy: waiting commands may go on
             lock_fd = -1
         last_client = time.monotonic()
-        while proc.poll() is None:
+        while proc.poll() is None and prefect_home.is_dir():  # a deleted home needs no server
             time.sleep(2)
             if _live_clients(prefect_home):
                 last_client = time.monotonic()
