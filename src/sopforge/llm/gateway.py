@@ -186,20 +186,30 @@ class Gateway:
             return response, (self._clock() - start) * 1000.0
         prompt_tokens = _approx_prompt_tokens(request)
         reservation = None
-        if self.budget is not None:
-            worst = estimate_cost(request.model, prompt_tokens, request.max_tokens, self.settings.prices)
+        if self.budget is not None:  # the worst case: the whole completion budget is used
+            worst = estimate_cost(request.model, prompt_tokens, request.max_tokens, self.settings.prices,
+                                  batch=self.batcher is not None)
             reservation = self.budget.reserve(worst, f"call {request.call_key}")
-        if self.batcher is not None:  # the batch API has its own queue and quota: no interactive limiter
-            start = self._clock()
-            try:
-                response = self.batcher.send(request)
-            except BaseException:
-                if reservation is not None:
-                    self.budget.settle(reservation, 0.0)
-                raise
+        try:
+            # The batch API has its own queue and quota: no interactive limiter for it.
+            response, latency_ms = self._send_batched(request) if self.batcher is not None \
+                else self._send_limited(request, prompt_tokens)
+        except BaseException:
             if reservation is not None:
-                self.budget.settle(reservation, self._cost(request, response))
-            return response, (self._clock() - start) * 1000.0
+                self.budget.settle(reservation, 0.0)
+            raise
+        if reservation is not None:
+            self.budget.settle(reservation, self._cost(request, response))
+        return response, latency_ms
+
+    def _send_batched(self, request: LLMRequest) -> tuple[LLMResponse, float]:
+        start = self._clock()
+        response = self.batcher.send(request)
+        return response, (self._clock() - start) * 1000.0
+
+    def _send_limited(self, request: LLMRequest, prompt_tokens: int) -> tuple[LLMResponse, float]:
+        """One interactive send, admitted by the model's shared limiter, which learns from its outcome;
+        the latency counts the exchange only, not the wait for admission."""
         limiter = self.limiter_for(request.model)
         limiter.acquire(prompt_tokens)
         start = self._clock()
@@ -207,19 +217,12 @@ class Gateway:
             response = self.backend.send(request)
         except ProviderError as err:
             limiter.release(err.rate_limit, rate_limited=err.status == 429, retry_after=err.retry_after)
-            if reservation is not None:
-                self.budget.settle(reservation, 0.0)
             raise
         except BaseException:
             limiter.release()
-            if reservation is not None:
-                self.budget.settle(reservation, 0.0)
             raise
         limiter.release(response.rate_limit)
-        latency_ms = (self._clock() - start) * 1000.0
-        if reservation is not None:
-            self.budget.settle(reservation, self._cost(request, response))
-        return response, latency_ms
+        return response, (self._clock() - start) * 1000.0
 
     @property
     def _billed(self) -> bool:
