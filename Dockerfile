@@ -46,7 +46,7 @@ COPY validation/ validation/
 COPY examples/ examples/
 COPY prefect.yaml ./
 # Editable install (uv's default): the package stays in /app/src, so PROJECT_ROOT is /app.
-RUN uv sync --frozen --no-dev
+RUN uv sync --frozen --no-dev && /app/.venv/bin/python -m compileall -q src flows
 
 RUN useradd --create-home --uid 10001 sopforge \
     && mkdir -p /data \

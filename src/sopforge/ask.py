@@ -9,7 +9,9 @@ debugging a bad run needs to see what the model actually said.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
@@ -21,14 +23,68 @@ from sopforge.prompts import RenderedPrompt
 from sopforge.checks import CheckResult, blocking_failures
 from sopforge.settings import Settings
 
-__all__ = ["StageResult", "ask_keeping_answers", "ask_until_valid", "failed_with_answers", "with_feedback",
-           "reask_message"]
+__all__ = ["Mapper", "StageResult", "ask_keeping_answers", "ask_until_valid", "failed_with_answers", "fan_out",
+           "reask_message", "sequential_map", "using_mapper", "with_feedback"]
 
 T = TypeVar("T", bound=BaseModel)
+Item = TypeVar("Item")
+R = TypeVar("R")
 
 FEEDBACK_LEAD = "Reviewer feedback on the previous version, address it:"
 REASK_LEAD = "Your answer could not be accepted:"
 REASK_TAIL = "Reply again with the complete answer in the same format."
+
+
+# --- independent calls inside a stage ------------------------------------------------------------
+#
+# A stage is pure (no Prefect), yet its independent asks (one per SOP variant type, dialogue,
+# compliance operator...) should run at the same time. So the stage only says *what* is
+# independent, with ``fan_out(fn, items)``; *how* it runs is the orchestration's choice, installed
+# for the duration of ``run()`` with ``using_mapper``: the flow submits each item as a Prefect task
+# run (sopforge.orchestration.concurrency), a unit test gets the plain sequential map below.
+# Results always come back in item order, so what a stage builds from them does not depend on
+# which call finished first.
+
+Mapper = Callable[[Callable[[Any], Any], Sequence[Any], str], list[Any]]
+"""``mapper(fn, items, label) -> [fn(item) for item in items]``, in item order, possibly concurrently;
+``label`` names the items (Prefect task run names). It raises the first failure in item order."""
+
+
+def sequential_map(fn: Callable[[Any], Any], items: Sequence[Any], label: str = "item") -> list[Any]:
+    """The default mapper: one item after another (unit tests, scripts, the replay of a single call)."""
+    return [fn(item) for item in items]
+
+
+_MAPPER: ContextVar[Mapper] = ContextVar("sopforge_mapper", default=sequential_map)
+
+
+@contextmanager
+def using_mapper(mapper: Mapper) -> Iterator[None]:
+    """Run the stage code inside the block with ``mapper`` behind :func:`fan_out`."""
+    token = _MAPPER.set(mapper)
+    try:
+        yield
+    finally:
+        _MAPPER.reset(token)
+
+
+def fan_out(fn: Callable[[Item], R], items: Iterable[Item], label: str = "item") -> list[R]:
+    """``[fn(item) for item in items]``, with the items running concurrently where the orchestration
+    allows it.
+
+    ``fn`` must not depend on another item's result, and must keep its side effects to itself
+    (return what it produced: raw answers, funnel entries) so the caller can merge them in item
+    order. The results are in item order whatever the completion order.
+
+    Args:
+        fn: Work on one item (usually one or more LLM asks and their checks).
+        items: The independent items.
+        label: What an item is (``"variant"``, ``"dialogue"``): names the Prefect task runs.
+
+    Raises:
+        The first exception in item order (a concurrent mapper lets the items already running finish).
+    """
+    return _MAPPER.get()(fn, list(items), label)
 
 
 class StageResult(BaseModel, Generic[T]):
@@ -111,7 +167,7 @@ def ask_until_valid(
             failures and ``raw_texts`` holds every answer.
         ProviderError, ResponsePending: Raised by ``llm`` and passed through unchanged.
     """
-    messages = [Message(role="user", content=with_feedback(rendered.text, feedback))]
+    messages = [Message(role="user", content=with_feedback(rendered.text, feedback), cache_prefix=rendered.cache_prefix)]
     raw_texts: list[str] = []
     report: list[dict[str, Any]] = []
     for attempt in range(1, settings.max_attempts + 1):

@@ -27,14 +27,23 @@ class ProviderError(SopforgeError):
     Attributes:
         retryable: True for 429, 5xx, timeouts and dropped connections.
         retry_after: seconds the server asked us to wait, when it said so.
+        rate_limit: the rate-limit headers of the error response (``sopforge.llm.limits.RateLimitInfo``).
     """
 
     def __init__(self, message: str, *, retryable: bool, retry_after: float | None = None,
-                 status: int | None = None):
+                 status: int | None = None, rate_limit: Any = None):
         super().__init__(message)
         self.retryable = retryable
         self.retry_after = retry_after
         self.status = status
+        self.rate_limit = rate_limit
+
+
+class BudgetExceeded(SopforgeError):
+    """The next LLM call could cost more than what is left of ``--max-cost``: the run stops before
+    paying for it, with every finished stage kept, and ``sopforge rerun`` continues it."""
+
+    exit_code = 5
 
 
 class ResponsePending(SopforgeError):

@@ -88,6 +88,14 @@ class Funnel:
             self.drops.append(DroppedItem(component=component, item_type=item_type, item=name,
                                           reason=reason or "not kept"))
 
+    def extend(self, other: "Funnel") -> None:
+        """Add ``other``'s items after this funnel's (items verified concurrently, merged in item order)."""
+        for key, counts in other._rows.items():
+            mine = self._rows.setdefault(key, dict.fromkeys(COUNTS, 0))
+            for name, n in counts.items():
+                mine[name] += n
+        self.drops += other.drops
+
     def rows(self) -> list[FunnelRow]:
         """One row per (component, type), in the order first recorded."""
         return [FunnelRow(component=c, item_type=t, **counts) for (c, t), counts in self._rows.items()]

@@ -9,6 +9,13 @@ of the rendered prompt, which the stages store with every output and use in cach
 
 Templates are self-contained: the environment has no loader, so ``{% include %}`` and
 ``{% extends %}`` fail. That keeps the template hash a complete identity of the prompt.
+
+Prompt caching: a template may mark where the part it shares with the stage's other prompts ends
+with the comment ``{# cache-break #}`` at top level (outside any block). The comment renders to
+nothing, so the prompt text is the same with or without it; the render also reports how many
+characters precede it (``RenderedPrompt.cache_prefix``), and the Anthropic provider marks that
+prefix for its prompt cache. Put the long shared material (business context, SOP, schema, tools)
+before the marker and the per-item part after it.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ TEMPLATE_SUFFIX = ".j2"
 _ID_PART = re.compile(r"^[a-z][a-z0-9_]*$")
 # The header must be the very first thing in the file so nobody mistakes a later comment for it.
 _HEADER = re.compile(r"\A\{#-?(?P<body>.*?)-?#\}", re.DOTALL)
+CACHE_BREAK = "{# cache-break #}"
 
 
 def _sha256(data: bytes) -> str:
@@ -90,6 +98,9 @@ class RenderedPrompt(BaseModel):
     template_id: str = Field(description="Id of the template that produced it.")
     template_hash: str = Field(description="sha256 of the template source.")
     prompt_hash: str = Field(description="sha256 of the rendered text (UTF-8).")
+    cache_prefix: int | None = Field(None, description=(
+        "Characters of ``text`` before the template's ``{# cache-break #}`` marker: the part shared with "
+        "the stage's other prompts, marked for prompt caching. None without a marker."))
 
 
 class ParameterReport(BaseModel):
@@ -258,9 +269,9 @@ class PromptRegistry:
                 parts.append(f"undeclared parameter(s): {', '.join(extra)}")
             raise UserError(f"prompt template {template_id!r}: {'; '.join(parts)} "
                             f"(declared: {', '.join(sorted(declared)) or 'none'})")
-        compiled = self._compile(template)
         try:
-            text = compiled.render(**params)
+            text = self._compile(template).render(**params)
+            prefix = self._cache_prefix(template, text, params)
         except SecurityError as exc:
             raise UserError(f"prompt template {template_id!r}: blocked by the sandbox: {exc}") from exc
         except UndefinedError as exc:
@@ -270,18 +281,31 @@ class PromptRegistry:
             # TypeError covers `{% include %}` (no loader, by design) and type clashes in expressions.
             raise UserError(f"prompt template {template_id!r}: render failed: {exc}") from exc
         return RenderedPrompt(text=text, template_id=template_id, template_hash=template.sha256,
-                              prompt_hash=_sha256(text.encode("utf-8")))
+                              prompt_hash=_sha256(text.encode("utf-8")), cache_prefix=prefix)
 
-    def _compile(self, template: PromptTemplate) -> Template:
+    def _cache_prefix(self, template: PromptTemplate, text: str, params: dict[str, Any]) -> int | None:
+        """Length of the text rendered before ``{# cache-break #}``; None without the marker, or when
+        the marker sits inside a block (the cut-off source would not render a prefix of the text)."""
+        cut = template.source.find(CACHE_BREAK)
+        if cut < 0:
+            return None
+        try:
+            prefix = self._compile(template, end=cut).render(**params)
+        except (UserError, TemplateError):
+            return None
+        return len(prefix) if prefix and text.startswith(prefix) else None
+
+    def _compile(self, template: PromptTemplate, end: int | None = None) -> Template:
         # Compiling the exact source we hashed guarantees the hash describes what was rendered.
-        compiled = self._compiled.get(template.sha256)
+        key = template.sha256 if end is None else f"{template.sha256}:{end}"
+        compiled = self._compiled.get(key)
         if compiled is None:
             try:
-                compiled = self._env.from_string(template.source)
+                compiled = self._env.from_string(template.source[:end])
             except TemplateSyntaxError as exc:
                 raise UserError(f"prompt template {template.id!r}: syntax error line {exc.lineno}: "
                                 f"{exc.message}") from exc
-            self._compiled[template.sha256] = compiled
+            self._compiled[key] = compiled
         return compiled
 
 

@@ -57,7 +57,7 @@ def preflight(spec: ThemeSpec, settings: Settings) -> None:
     """Fail before anything is written when a provider cannot be built (unknown name, missing key)."""
     for stage in spec.llm_stages:
         cfg = spec.for_stage(stage)
-        build_provider(cfg.provider, settings=settings, base_url=cfg.base_url)
+        build_provider(cfg.provider, settings=settings, base_url=cfg.base_url, check_only=True)
 
 
 
@@ -65,5 +65,6 @@ def run_config(spec: ThemeSpec, base_dir: Path | None, settings: Settings) -> di
     """The ``runs.config`` of a new run, after the preflight checks (nothing is written here)."""
     replay_dir = recordings_dir(spec, base_dir, settings)
     preflight(spec, settings.model_copy(update={"recordings_dir": replay_dir}))
-    return {"spec": spec.model_dump(mode="json"), "recordings_dir": str(replay_dir) if replay_dir else None,
+    return {"spec": spec.model_dump(mode="json"), "plan": spec.plan().names,
+            "recordings_dir": str(replay_dir) if replay_dir else None,
             "max_tokens": settings.max_tokens, "max_attempts": settings.max_attempts}

@@ -14,16 +14,18 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
-# USD per million tokens (input, output). Estimates for cost accounting only; override with
-# SOPFORGE_PRICES='{"model": [in, out]}'. Unknown models are costed at 0 and flagged.
-DEFAULT_PRICES: dict[str, tuple[float, float]] = {
-    "claude-sonnet-4-5": (3.0, 15.0),
-    "claude-opus-4-1": (15.0, 75.0),
-    "claude-haiku-4-5": (1.0, 5.0),
-    "gpt-5": (1.25, 10.0),
-    "gpt-5-mini": (0.25, 2.0),
-    "gpt-4o": (2.5, 10.0),
-    "gpt-4o-mini": (0.15, 0.6),
+# USD per million tokens (input, output, cached input, cache write). Estimates for cost accounting
+# and the --max-cost budget; override with SOPFORGE_PRICES='{"model": [in, out]}' (cache prices then
+# follow each provider's rule, see sopforge.llm.limits.cache_prices). Batch calls are half price.
+# Unknown models are costed at 0 and flagged.
+DEFAULT_PRICES: dict[str, tuple[float, ...]] = {
+    "claude-sonnet-4-5": (3.0, 15.0, 0.30, 3.75),
+    "claude-opus-4-1": (15.0, 75.0, 1.50, 18.75),
+    "claude-haiku-4-5": (1.0, 5.0, 0.10, 1.25),
+    "gpt-5": (1.25, 10.0, 0.125, 1.25),
+    "gpt-5-mini": (0.25, 2.0, 0.025, 0.25),
+    "gpt-4o": (2.5, 10.0, 1.25, 2.5),
+    "gpt-4o-mini": (0.15, 0.6, 0.075, 0.15),
 }
 
 
@@ -50,8 +52,14 @@ class Settings(BaseSettings):
     backoff_base_seconds: float = Field(1.0, ge=0, description="First retry delay; doubles each retry.")
     backoff_max_seconds: float = Field(60.0, ge=0, description="Ceiling on a single retry delay.")
     request_timeout_seconds: float = Field(300.0, gt=0, description="Per-request timeout for provider HTTP calls.")
-    requests_per_minute: float = Field(50.0, gt=0, description="Client-side rate limit per provider.")
-    max_concurrency: int = Field(4, ge=1, description="Concurrent in-flight requests per provider.")
+    requests_per_minute: float | None = Field(None, gt=0, description=(
+        "Optional client-side ceiling per provider and model, for servers that send no rate-limit headers; "
+        "otherwise the limits are learnt from the provider's headers and 429s."))
+    max_concurrency: int = Field(16, ge=1, description=(
+        "Most requests in flight per provider and model (shared by every stage of a process); the adaptive "
+        "window backs off below it on 429s."))
+
+    batch_poll_seconds: float = Field(30.0, gt=0, description="How often a batch job's status is asked (--batch).")
 
     exchange_dir: Path | None = Field(None, description="Folder for the exchange provider (default: <home>/exchange).")
     exchange_wait_seconds: float = Field(0.0, ge=0, description="How long the exchange provider polls for a response file before stopping the run.")
@@ -60,8 +68,8 @@ class Settings(BaseSettings):
     review_timeout_seconds: int = Field(86_400, ge=1, description="How long a gate waits for a reviewer (--review ui) before the run stops as needs_review; `sopforge rerun` picks it up.")
     review_poll_seconds: int = Field(5, ge=1, description="How often a paused gate checks whether it was answered.")
 
-    prices: dict[str, tuple[float, float]] = Field(default_factory=lambda: dict(DEFAULT_PRICES),
-                                                   description="USD per million input/output tokens, by model.")
+    prices: dict[str, tuple[float, ...]] = Field(default_factory=lambda: dict(DEFAULT_PRICES), description=(
+        "USD per million input, output[, cached input, cache write] tokens, by model prefix."))
 
     @property
     def db_path(self) -> Path:

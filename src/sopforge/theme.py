@@ -53,6 +53,12 @@ class ThemeSpec(BaseModel):
                                                           "one); the shared stages run once for all of them.")
     gates: list[str] | None = Field(None, description="Stages followed by a review gate (default: each family's "
                                                       "declared gates).")
+    max_cost: float | None = Field(None, gt=0, description=(
+        "Spending cap in USD for the run's LLM calls: printed with an estimate before anything is paid; a call "
+        "that could take the run past it is not sent and the run stops, resumable with `sopforge rerun`."))
+    batch: bool = Field(False, description=(
+        "Send each stage's independent calls through the provider's batch API (OpenAI Batch, Anthropic Message "
+        "Batches): half price, answers within hours; a stopped run polls the same jobs when resumed."))
     options: dict[str, dict[str, Any]] = Field(default_factory=dict, description=(
         "Each family's own section of the theme file by its key (e.g. hardening:), validated by that family. "
         "In a theme file the sections are written at the top level."))

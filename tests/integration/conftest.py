@@ -6,14 +6,9 @@ session so each CLI invocation does not pay the ephemeral server's start-up.
 
 from __future__ import annotations
 
-import os
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 

@@ -79,13 +79,19 @@ def test_offline_example_is_stored_visible_in_prefect_and_free_the_second_time(c
     run_id = summary["run_id"]
     flow_runs = prefect_post(prefect_api, "flow_runs/filter", {"flow_runs": {"name": {"any_": [run_id]}}})
     assert [fr["state_type"] for fr in flow_runs] == ["COMPLETED"]
-    task_runs = prefect_post(prefect_api, "task_runs/filter",
-                             {"flow_runs": {"id": {"any_": [flow_runs[0]["id"]]}}})
+    every_run = prefect_post(prefect_api, "task_runs/filter",
+                             {"flow_runs": {"id": {"any_": [flow_runs[0]["id"]]}}, "limit": 200})
+    task_runs = [t for t in every_run if ":" not in t["name"]]  # the stages; "<stage>: <item> k/n" are their calls
     assert sorted(t["name"] for t in task_runs) == sorted(STAGES)
     # The graph Prefect draws is the plan's dependency graph: each task run waits for its parents' runs.
     name_of = {t["id"]: t["name"] for t in task_runs}
     drawn = {t["name"]: sorted(name_of[i["id"]] for i in t["task_inputs"].get("wait_for", [])) for t in task_runs}
     assert drawn == {s.name: sorted(s.parents) for s in plan(("sop_tools",)).stages}
+    # Inside a stage, independent calls are child task runs that overlap: the SOP variant types at once.
+    variants = [t for t in every_run if t["name"].startswith("manipulations: variant ")]
+    assert len(variants) == 7 and {t["state_type"] for t in variants} == {"COMPLETED"}
+    spans = sorted((t["start_time"], t["end_time"]) for t in variants)
+    assert any(later[0] < earlier[1] for earlier, later in zip(spans, spans[1:])), spans
     keys = {a["key"] for a in prefect_post(prefect_api, "artifacts/filter", {"limit": 200})}
     assert {f"{run_id}-context", f"{run_id}-schema", f"{run_id}-schema-table", f"{run_id}-sop"} <= keys
 

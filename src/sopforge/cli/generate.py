@@ -10,32 +10,37 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
+from typing import TYPE_CHECKING
+
 import typer
-from rich.table import Table
 
 from sopforge.cli.output import err, handle_errors, human_int, out, print_funnel, print_json, run_funnel
-from sopforge.errors import NeedsReview, UserError
-from sopforge.families import FamilySummary, load_family
-from sopforge.orchestration import executor
-from sopforge.orchestration.flows import load_flow
-from sopforge.orchestration.prefect_env import configure_prefect
-from sopforge.run_request import resolve_spec, run_config
-from sopforge.sandbox.boundary import ensure_available as ensure_sandbox
-from sopforge.settings import Settings, load_settings
-from sopforge.store import Store
-from sopforge.theme import ThemeSpec
+
+# The command line answers at once: what a run needs (the store, the executor, Prefect, the
+# families) is imported when a run starts, not when the module is loaded for --help.
+if TYPE_CHECKING:
+    from sopforge.families import FamilySummary
+    from sopforge.orchestration import executor
+    from sopforge.settings import Settings
+    from sopforge.store import Store
+    from sopforge.theme import ThemeSpec
 
 
 class _Progress:
-    """Stage progress on stderr: a spinner naming the stages running now, one line as each ends.
+    """Live progress on stderr: a spinner line with the stages done of the plan's, the stages
+    running now, LLM calls done of those expected, tokens and cost so far; one line as each stage
+    ends.
 
-    Stages run concurrently (independent branches of the plan), so events arrive from several
-    threads; one lock keeps the lines whole and the spinner's text current.
+    Stages run concurrently (independent branches of the plan) and so do calls inside a stage,
+    so events arrive from several threads; one lock keeps the lines whole and the spinner current.
     """
 
-    def __init__(self, quiet: bool):
+    def __init__(self, quiet: bool, stages: int = 0, expected_calls: int = 0):
         self.quiet = quiet
         self.outcomes: dict[str, executor.StageOutcome] = {}
+        self.stages, self.expected_calls = stages, expected_calls
+        self.calls = self.tokens = 0
+        self.usd = 0.0
         self._status = None
         self._started: dict[str, float] = {}
         self._lock = threading.Lock()
@@ -44,6 +49,13 @@ class _Progress:
         with self._lock:
             self._handle(stage, event, outcome)
 
+    def status_line(self) -> str:
+        done = f"stage {len(self.outcomes)} of {self.stages} done" if self.stages else f"{len(self.outcomes)} stages done"
+        calls = f"{self.calls} of ~{max(self.expected_calls, self.calls)} LLM calls" if self.expected_calls \
+            else f"{self.calls} LLM calls"
+        return (f"{done} · running {', '.join(self._started)} · {calls} · {self.tokens:,} tokens · "
+                f"${self.usd:.4f}")
+
     def _spin(self) -> None:
         if self.quiet:
             return
@@ -51,35 +63,44 @@ class _Progress:
             self._status.stop()
             self._status = None
         elif self._started:
-            text = f"{', '.join(self._started)}: working…"
             if self._status is None:
-                self._status = err.status(text)
+                self._status = err.status(self.status_line())
                 self._status.start()
             else:
-                self._status.update(text)
+                self._status.update(self.status_line())
 
-    def _handle(self, stage: str, event: str, outcome: executor.StageOutcome | str | None) -> None:
+    def _handle(self, stage: str, event: str, outcome) -> None:
         if event == "review":
             if not self.quiet:
                 err.print(f"[cyan]◆[/] {stage:<8} {outcome}")
+            return
+        if event == "call":
+            self.calls += 1
+            self.tokens += outcome.input_tokens + outcome.output_tokens
+            self.usd += outcome.cost_usd
+            self._spin()
             return
         if event == "started":
             self._started[stage] = time.monotonic()
             self._spin()
             return
         seconds = time.monotonic() - self._started.pop(stage, time.monotonic())
-        self._spin()
         if outcome is not None:
             self.outcomes[stage] = outcome
+        self._spin()
         if self.quiet or event == "failed" or outcome is None:
             return  # the error line printed on exit says what failed; a second line would repeat it
         passed = sum(1 for c in outcome.checks if c.passed)
         how = f"reused from {outcome.artifact.run_id}" if outcome.reused else f"{outcome.llm_calls} LLM call(s)"
-        err.print(f"[green]✓[/] {stage:<8} v{outcome.artifact.version}  {how}  checks {passed}/{len(outcome.checks)}  {seconds:.1f}s")
+        cached = f"  prompt cache {outcome.cached_share:.0%}" if outcome.cached_share else ""
+        err.print(f"[green]✓[/] {stage:<8} v{outcome.artifact.version}  {how}  checks {passed}/{len(outcome.checks)}"
+                  f"{cached}  {seconds:.1f}s")
 
 
 def family_summaries(spec: ThemeSpec, outcomes: dict[str, executor.StageOutcome]) -> dict[str, FamilySummary]:
     """Each chosen family's part of the summary, from the artifacts its stages produced or reused."""
+    from sopforge.families import load_family
+
     contents = {stage: o.artifact.content for stage, o in outcomes.items()}
     summaries = {}
     for name in spec.families or []:
@@ -101,7 +122,11 @@ def summary_dict(run_id: str, store: Store, spec: ThemeSpec, progress: _Progress
             "checks_passed": sum(1 for c in o.checks if c.passed), "checks_total": len(o.checks),
             "llm_calls": o.llm_calls, "cache_hits": o.cache_hits,
             "input_tokens": o.input_tokens, "output_tokens": o.output_tokens,
+            "cached_tokens": o.cached_tokens, "prompt_cache_share": round(o.cached_share, 4),
+            "cost_usd": round(o.cost_usd, 6),
         })
+    from sopforge.families import FamilySummary
+
     families = family_summaries(spec, progress.outcomes)
     sop_tools = families.get("sop_tools", FamilySummary()).facts  # kept at the top level, as before families
     return {
@@ -114,6 +139,7 @@ def summary_dict(run_id: str, store: Store, spec: ThemeSpec, progress: _Progress
         "stages": stages, "prefect": target, "seconds": round(seconds, 1),
         "llm_calls": sum(s["llm_calls"] for s in stages), "cache_hits": sum(s["cache_hits"] for s in stages),
         "input_tokens": sum(s["input_tokens"] for s in stages), "output_tokens": sum(s["output_tokens"] for s in stages),
+        "cached_tokens": sum(s["cached_tokens"] for s in stages), "cost_usd": round(sum(s["cost_usd"] for s in stages), 6),
         "database": str(store.path),
         "funnel": run_funnel(store, run_id),
         "reviews": [{"stage": r.stage, "version": r.artifact_version, "decision": r.decision,
@@ -131,17 +157,22 @@ def _command_name() -> str:
 
 
 def print_summary(summary: dict[str, Any]) -> None:
+    from rich.table import Table
+
     table = Table(title=f"run {summary['run_id']} ({summary['slug']}): {summary['status']}", title_justify="left")
-    for col in ("stage", "artifact", "status", "checks", "LLM calls", "tokens in/out"):
+    for col in ("stage", "artifact", "status", "checks", "LLM calls", "tokens in/out", "prompt cache", "cost"):
         table.add_column(col)
     for s in summary["stages"]:
         origin = s["status"] if s["status"] == "generated" else f"reused ({s['from_run']})"
         table.add_row(s["stage"], f"{s['artifact_id']} v{s['version']}", origin,
                       f"{s['checks_passed']}/{s['checks_total']}", str(s["llm_calls"]),
-                      f"{human_int(s['input_tokens'])} / {human_int(s['output_tokens'])}")
+                      f"{human_int(s['input_tokens'])} / {human_int(s['output_tokens'])}",
+                      f"{s['prompt_cache_share']:.0%}" if s["input_tokens"] else "-", f"${s['cost_usd']:.4f}")
     out.print(table)
-    out.print(f"LLM calls made now: {summary['llm_calls']} (cache hits {summary['cache_hits']}); "
-              f"tokens {human_int(summary['input_tokens'])} in / {human_int(summary['output_tokens'])} out; "
+    share = summary["cached_tokens"] / summary["input_tokens"] if summary["input_tokens"] else 0.0
+    out.print(f"LLM calls made now: {summary['llm_calls']} (response-cache hits {summary['cache_hits']}); "
+              f"tokens {human_int(summary['input_tokens'])} in ({share:.0%} from the provider's prompt cache) / "
+              f"{human_int(summary['output_tokens'])} out; est. ${summary['cost_usd']:.4f}; "
               f"{summary['seconds']}s; {summary['prefect']}")
     for family in summary.get("families", {}).values():
         for t in family["tables"]:
@@ -187,20 +218,34 @@ def generate(
                                                           "theme file's families, else every one)."),
     gate: list[str] = typer.Option([], "--gate", help="Add a review gate after this stage (repeatable)."),
     no_gate: list[str] = typer.Option([], "--no-gate", help="Remove the review gate after this stage (repeatable)."),
+    max_cost: Optional[float] = typer.Option(None, "--max-cost", help="Spending cap in USD: an estimate is printed "
+                                             "first, and the run stops (resumable) before a call could pass it."),
+    batch: Optional[bool] = typer.Option(None, "--batch/--no-batch", help="Send each stage's independent calls "
+                                         "through the provider's batch API (half price, slower)."),
     home: Optional[Path] = typer.Option(None, help="State folder (default $SOPFORGE_HOME or ./artifacts)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
 ) -> None:
     """Generate benchmarks from a theme: the shared business context, then every chosen family's stages
     (sop_tools: schema → SOP → API graph ∥ dataset → tools → reference → distractors ∥ manipulations → package),
     each validated, reviewed at its gate and stored with its lineage."""
+    from sopforge.orchestration.prefect_env import begin_prefect
+    from sopforge.settings import load_settings
+
     started = time.monotonic()
+    settings = load_settings(home=home)
+    from sopforge.run_request import resolve_spec, run_config
+
     spec, base_dir = resolve_spec(theme_file, theme, {
         "provider": provider, "model": model, "base_url": base_url, "temperature": temperature, "slug": slug,
-        "rows": rows, "review": review, "families": family or None}, add_gates=gate, remove_gates=no_gate)
-    settings = load_settings(home=home)
+        "rows": rows, "review": review, "families": family or None, "max_cost": max_cost, "batch": batch},
+        add_gates=gate, remove_gates=no_gate)
+    from sopforge.store import Store
+
     store = Store(settings.db_path)
     store.check_writable()
-    config = run_config(spec, base_dir, settings)
+    config = run_config(spec, base_dir, settings)  # checks every provider can be built
+    if spec.review != "ui":  # --review ui needs a server with its UI the user started (checked below)
+        begin_prefect(settings)  # the home's Prefect server comes up while the run is prepared
     execute_run(store, settings, spec, config, as_json=as_json, started=started)
 
 
@@ -211,20 +256,34 @@ def execute_run(store: Store, settings: Settings, spec: ThemeSpec, config: dict[
     Raises:
         SopforgeError: the flow failed; the summary of what did complete is printed first.
     """
+    from sopforge.errors import NeedsReview, UserError
+    from sopforge.orchestration import executor
+    from sopforge.orchestration.flows import load_flow
+    from sopforge.orchestration.prefect_env import configure_prefect
+    from sopforge.orchestration.prefect_server import lease
+    from sopforge.sandbox.boundary import ensure_available as ensure_sandbox
+
     # Generated code runs only inside the sandbox's OS boundary: stop before any model call
     # when it cannot be set up here (one line naming the fix), not at the tools stage.
     ensure_sandbox()
-    target = configure_prefect(settings)
+    target = configure_prefect(settings, shared_server=spec.review != "ui")
     if spec.review == "ui" and not os.environ.get("PREFECT_API_URL"):
         raise UserError("--review ui pauses the flow run for a reviewer, which needs a Prefect server with its UI: "
                         "start `sopforge ui` in another terminal (or set PREFECT_API_URL), then run this again")
+    from sopforge.orchestration.estimate import estimate_run
+    from sopforge.prompts import default_registry
+
+    estimate = estimate_run(spec, settings, default_registry(settings), store)
+    if estimate.billed or spec.max_cost is not None:
+        err.print(estimate.line(spec.max_cost), markup=False, highlight=False)
     flow = load_flow("generate_domain", settings)
     run_id = store.create_run(spec.theme, spec.slug, config)
-    progress = _Progress(quiet=as_json)
+    progress = _Progress(quiet=as_json, stages=len(spec.plan().stages), expected_calls=estimate.calls)
     executor.add_listener(progress)
     failure: Exception | None = None
     try:
-        flow(run_id=run_id, home=str(settings.home))
+        with lease(settings.prefect_home):
+            flow(run_id=run_id, home=str(settings.home))
     except Exception as error:  # reported after the summary of what did complete
         failure = error
     finally:

@@ -5,16 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
+from typing import TYPE_CHECKING
+
 import typer
-from rich.markdown import Markdown
 from rich.table import Table
 
 from sopforge.cli.output import handle_errors, human_int, out, print_funnel, print_json, run_funnel
 from sopforge.errors import UserError
-from sopforge.families import all_stages
-from sopforge.render import artifact_markdown
-from sopforge.settings import Settings, load_settings
-from sopforge.store import Store
+
+if TYPE_CHECKING:  # the store (DuckDB) and the families load when a command runs, not for --help
+    from sopforge.settings import Settings
+    from sopforge.store import Store
 
 
 def existing_store(home: Path | None) -> tuple[Settings, Store]:
@@ -23,6 +24,9 @@ def existing_store(home: Path | None) -> tuple[Settings, Store]:
     Raises:
         UserError: There is no database yet.
     """
+    from sopforge.settings import load_settings
+    from sopforge.store import Store
+
     settings = load_settings(home=home)
     if not settings.db_path.exists():
         raise UserError(f"no sopforge database at {settings.db_path}: run `make demo` or `sopforge generate` first, or set SOPFORGE_HOME")
@@ -60,13 +64,19 @@ def _stage_detail(store: Store, run_id: str, stage: str) -> dict[str, Any]:
         "lineage": {"parents": [{"id": p.id, "stage": p.stage, "version": p.version, "run_id": p.run_id} for p in parents]},
         "llm_calls": [
             {k: c.get(k) for k in ("call_key", "attempt", "provider", "model", "input_tokens", "output_tokens",
-                                    "cost_usd", "latency_ms", "transport_attempts", "error", "created_at")}
+                                    "cached_tokens", "cost_usd", "latency_ms", "transport_attempts", "batch_id",
+                                    "error", "created_at")}
             for c in (call.model_dump(mode="json") for call in store.calls_for_run(artifact.run_id, stage=stage))
         ],
     }
 
 
 def _print_stage(stage: str, detail: dict[str, Any]) -> None:
+    from rich.markdown import Markdown
+
+    from sopforge.families import all_stages
+    from sopforge.render import artifact_markdown
+
     art = detail["artifact"]
     out.rule(f"{stage} v{art['version']}  {art['id']}  ({art['status']}, run {art['run_id']}, model {art['model']})")
     spec = all_stages().get(stage)
@@ -89,11 +99,12 @@ def _print_stage(stage: str, detail: dict[str, Any]) -> None:
     parents = ", ".join(f"{p['stage']} v{p['version']} ({p['id']})" for p in detail["lineage"]["parents"]) or "none"
     out.print(f"lineage: built from {parents}")
     calls = Table(title="LLM calls", title_justify="left")
-    for col in ("call key", "provider", "model", "tokens in/out", "latency ms", "error"):
+    for col in ("call key", "provider", "model", "tokens in/out", "cached", "cost", "latency ms", "error"):
         calls.add_column(col, overflow="fold")
     for c in detail["llm_calls"]:
         calls.add_row(c["call_key"], c["provider"], c["model"], f"{human_int(c['input_tokens'])} / {human_int(c['output_tokens'])}",
-                      f"{c['latency_ms'] or 0:.0f}", c["error"] or "")
+                      human_int(c["cached_tokens"]), f"${c['cost_usd'] or 0:.4f}", f"{c['latency_ms'] or 0:.0f}",
+                      c["error"] or "")
     out.print(calls if detail["llm_calls"] else f"LLM calls: none by run {art['run_id']} for this stage")
 
 
@@ -121,12 +132,14 @@ def show(
     r = summary.run
     out.print(f"run {r.id}  {r.status}  theme: {r.theme}" + (f"\nerror: {r.error}" if r.error else ""))
     table = Table(title_justify="left")
-    for col in ("stage", "status", "artifact", "checks ok/failed", "LLM calls", "tokens in/out", "error"):
+    for col in ("stage", "status", "artifact", "checks ok/failed", "LLM calls", "tokens in/out", "prompt cache",
+                "cost", "error"):
         table.add_column(col, overflow="fold")
     for s in summary.stages:
         table.add_row(s.stage, s.status, f"{s.artifact_id or '-'} v{s.artifact_version or '-'}",
                       f"{s.checks_passed}/{s.checks_failed}", str(s.llm_calls),
-                      f"{human_int(s.input_tokens)} / {human_int(s.output_tokens)}", s.error or "")
+                      f"{human_int(s.input_tokens)} / {human_int(s.output_tokens)}",
+                      f"{s.prompt_cache_share:.0%}" if s.input_tokens else "-", f"${s.cost_usd:.4f}", s.error or "")
     out.print(table)
     out.print(f"totals: {summary.llm_calls} LLM calls, {human_int(summary.input_tokens)} tokens in, "
               f"{human_int(summary.output_tokens)} out, est. ${summary.cost_usd:.4f}")

@@ -61,9 +61,12 @@ def run_funnel(store: Any, run_id: str) -> list[dict[str, Any]]:
 
 def _plan_order(store: Any, run_id: str) -> list[str]:
     """Stage names in the run's plan order (independent stages may have run in any order)."""
+    config = store.get_run(run_id).config
+    if config.get("plan"):  # recorded at creation: no need to load the families (seconds) to order a table
+        return list(config["plan"])
     from sopforge.theme import build_spec
 
-    spec = store.get_run(run_id).config.get("spec")
+    spec = config.get("spec")
     try:
         return build_spec(spec, source=f"run {run_id}").plan().names
     except Exception:  # noqa: BLE001 - an old or foreign config still shows its funnel, unordered

@@ -12,17 +12,19 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from typing import TYPE_CHECKING
+
 import typer
 
-from sopforge.cli.generate import execute_run
-from sopforge.cli.inspect import existing_store
 from sopforge.cli.output import handle_errors
-from sopforge.errors import UserError
-from sopforge.run_request import preflight
-from sopforge.theme import StageModelConfig, ThemeSpec, build_spec
+
+if TYPE_CHECKING:
+    from sopforge.theme import ThemeSpec
 
 
 def with_model(spec: ThemeSpec, stages: list[str], model: str) -> ThemeSpec:
+    from sopforge.theme import StageModelConfig
+
     overrides = dict(spec.stages)
     for stage in stages:
         if stage in spec.llm_stages:  # deterministic stages have no model
@@ -39,10 +41,18 @@ def rerun(
     model: Optional[str] = typer.Option(None, help="Model for the regenerated stage and its descendants."),
     review: Optional[str] = typer.Option(None, help="auto or ui: how this rerun's review gates decide (default: as RUN)."),
     force: bool = typer.Option(False, help="Rerun even if the run is recorded as still running (its process died)."),
+    max_cost: Optional[float] = typer.Option(None, "--max-cost", help="Spending cap in USD for this run (default: as RUN)."),
     home: Optional[Path] = typer.Option(None, help="State folder (default $SOPFORGE_HOME or ./artifacts)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
 ) -> None:
     """Start a new run from RUN: reuse every upstream artifact, regenerate from a stage or resume."""
+    from sopforge.cli.generate import execute_run
+    from sopforge.cli.inspect import existing_store
+    from sopforge.errors import UserError
+    from sopforge.orchestration.prefect_env import begin_prefect
+    from sopforge.run_request import preflight
+    from sopforge.theme import build_spec
+
     started = time.monotonic()
     settings, store = existing_store(home)
     previous = store.get_run(run)
@@ -56,6 +66,8 @@ def rerun(
         raise UserError(f"run {previous.id} {what}: wait for it to finish, or pass --force if its process died")
     if review is not None:
         spec = build_spec({**spec.model_dump(), "review": review}, source="--review")
+    if max_cost is not None:
+        spec = build_spec({**spec.model_dump(), "max_cost": max_cost}, source="--max-cost")
     if model is not None:
         spec = with_model(spec, spec.plan().descendants(from_stage), model)
     config = {**previous.config, "spec": spec.model_dump(mode="json"),
@@ -63,4 +75,6 @@ def rerun(
                         "feedback": {from_stage: feedback} if feedback else {}}}
     store.check_writable()
     preflight(spec, settings.model_copy(update={"recordings_dir": config.get("recordings_dir")}))
+    if spec.review != "ui":
+        begin_prefect(settings)  # the home's Prefect server comes up while the run is prepared
     execute_run(store, settings, spec, config, as_json=as_json, started=started)

@@ -5,18 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
+from typing import TYPE_CHECKING
+
 import typer
-from rich.markdown import Markdown
 from rich.table import Table
 
 from sopforge.cli.inspect import existing_store
 from sopforge.cli.output import handle_errors, out, print_json
 from sopforge.errors import UserError
-from sopforge.orchestration.prefect_env import configure_prefect
-from sopforge.render import artifact_markdown, checks_markdown
-from sopforge.review.edits import review_text
-from sopforge.review.submit import WAITING, Pending, pending_review, submit
-from sopforge.store import ReviewRecord
+
+if TYPE_CHECKING:  # the review machinery loads the families: only when a command needs it
+    from sopforge.store import ReviewRecord
 
 review_app = typer.Typer(help="Review gates: list runs waiting for review, show, approve, reject or edit.",
                          no_args_is_help=True)
@@ -30,6 +29,8 @@ REVIEWER = typer.Option("", help="Your name or handle, stored with the decision.
 @handle_errors
 def list_waiting(home: Optional[Path] = HOME, as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Runs waiting for a decision: paused at a gate (awaiting_review) or stopped by one (needs_review)."""
+    from sopforge.review.submit import WAITING, pending_review
+
     _, store = existing_store(home)
     rows = []
     for run in store.list_runs(limit=500):
@@ -64,6 +65,12 @@ def show(run: str = typer.Argument(..., help="Run id (or unique prefix)."), stag
          raw: bool = typer.Option(False, "--raw", help="Print only the editable text (for `review edit --file`)."),
          home: Optional[Path] = HOME, as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """The artifact a run waits on, its checks (failures first) and the run's earlier decisions."""
+    from rich.markdown import Markdown
+
+    from sopforge.render import artifact_markdown, checks_markdown
+    from sopforge.review.edits import review_text
+    from sopforge.review.submit import pending_review
+
     _, store = existing_store(home)
     p = pending_review(store, run, stage)
     if raw:
@@ -93,8 +100,11 @@ def _describe(r: ReviewRecord) -> str:
 
 def _decide(run: str, stage: str | None, home: Path | None, *, decision: str, feedback: str = "",
             edited: str = "", reviewer: str = "") -> None:
+    from sopforge.orchestration.prefect_env import configure_prefect
+    from sopforge.review.submit import pending_review, submit
+
     settings, store = existing_store(home)
-    pending: Pending = pending_review(store, run, stage)
+    pending = pending_review(store, run, stage)
     if pending.request_id is not None:
         configure_prefect(settings)  # resuming talks to the Prefect server the paused run uses
     review = submit(store, settings, pending, decision=decision, feedback=feedback, edited=edited, reviewer=reviewer)

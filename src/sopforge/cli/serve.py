@@ -24,8 +24,10 @@ import yaml
 
 from sopforge.cli.output import err, handle_errors, out
 from sopforge.errors import UserError
-from sopforge.orchestration.prefect_env import configure_prefect
-from sopforge.settings import Settings, load_settings
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sopforge.settings import Settings
 
 DEFAULT_POOL = "sopforge"
 POOL_TYPE = "process"
@@ -50,6 +52,8 @@ def require_server(settings: Settings) -> str:
     Raises:
         UserError: neither PREFECT_API_URL nor a ``sopforge ui`` server for this home is set up.
     """
+    from sopforge.orchestration.prefect_env import configure_prefect
+
     chosen = {key for key in _WORKER_LOG_LEVELS if key in os.environ}
     configure_prefect(settings)
     for key in _WORKER_LOG_LEVELS:
@@ -181,6 +185,8 @@ def serve(
     wait: float = typer.Option(60.0, min=0, help="Seconds to wait for the Prefect server to answer."),
 ) -> None:
     """Run generations started from the Prefect UI or `prefect deployment run` on this machine."""
+    from sopforge.settings import load_settings
+
     settings = load_settings(home=home)
     api_url = require_server(settings)
     wait_for_server(api_url, wait)

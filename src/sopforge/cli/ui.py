@@ -17,8 +17,6 @@ import typer
 
 from sopforge.cli.output import err, handle_errors, out
 from sopforge.errors import UserError
-from sopforge.orchestration.prefect_env import configure_prefect, running_ui_api_url, ui_state_path
-from sopforge.settings import load_settings
 
 
 def _interrupt(signum, frame) -> None:
@@ -55,7 +53,24 @@ def ui(
     startup_timeout: float = typer.Option(120.0, help="Seconds to wait for the server to become healthy."),
 ) -> None:
     """Start the Prefect UI on 127.0.0.1; sopforge runs (past and future) appear there."""
+    from sopforge.orchestration.prefect_env import configure_prefect, running_ui_api_url, ui_state_path
+    from sopforge.settings import load_settings
+
+    from sopforge.orchestration.prefect_server import lease, shared_server_url, stop_process
+
     settings = load_settings(home=home)
+    shared = shared_server_url(settings.prefect_home)
+    if shared:  # a generate started this home's server already: show its UI rather than start a second one
+        out.print(f"Prefect UI: {shared.removesuffix('/api')}  (this home's server, started by an earlier command; "
+                  f"database in {settings.prefect_home}). It stays up while this command runs; Ctrl-C leaves.")
+        signal.signal(signal.SIGTERM, _interrupt)
+        try:
+            with lease(settings.prefect_home):
+                while shared_server_url(settings.prefect_home):
+                    time.sleep(5)
+        except KeyboardInterrupt:
+            pass
+        return
     if running_ui_api_url(settings):
         raise UserError(f"a sopforge UI is already running for {settings.home}: see {ui_state_path(settings)}")
     # Checked before starting: otherwise the health check could be answered by whatever server
@@ -84,9 +99,4 @@ def ui(
         err.print("stopping the Prefect server…")
     finally:
         state.unlink(missing_ok=True)
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_process(proc)

@@ -96,6 +96,11 @@ class StageSpec:
         edit: how a reviewer's edit is checked; None when the artifact is computed, not written.
         stores_rows: the artifact's ``rows`` (keyed by its ``id_field``) also go to the
             ``dataset_rows`` table and to ``<home>/datasets/<artifact id>.parquet``.
+        expected_calls: how many LLM calls the stage makes on first try, from the theme (default:
+            one per template); the pre-run cost estimate and the progress line use it.
+        warm_up: slow one-time set-up ``run()`` needs (importing Great Expectations...), started
+            in a background thread as soon as an upstream stage is generated, so that it overlaps
+            the model calls before it instead of adding to the critical path.
         family: the family that owns it (None for shared stages); set by :func:`plan`.
     """
 
@@ -113,6 +118,8 @@ class StageSpec:
     table: TableView | None = None
     edit: EditSpec | None = None
     stores_rows: bool = False
+    expected_calls: Callable[["ThemeSpec"], int] | None = None
+    warm_up: Callable[[], Any] | None = None
     family: str | None = None
 
 

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from sopforge.llm.factory import DEFAULT_MODELS, PROVIDERS, build_gateway, build_provider, default_model
 from sopforge.llm.gateway import Gateway, GatewayStats, Provider
-from sopforge.llm.limits import RateLimiter, estimate_cost, match_price
+from sopforge.llm.budget import Budget
+from sopforge.llm.limits import LIMITERS, AdaptiveLimiter, RateLimitInfo, estimate_cost, match_price
 from sopforge.llm.providers import ExchangeProvider, ReplayProvider, ScriptedProvider, ScriptExhausted
 from sopforge.llm.types import (
     CallLedger,
@@ -45,7 +46,10 @@ __all__ = [
     "Message",
     "OpenAIProvider",
     "Provider",
-    "RateLimiter",
+    "AdaptiveLimiter",
+    "Budget",
+    "LIMITERS",
+    "RateLimitInfo",
     "ReplayProvider",
     "ScriptExhausted",
     "ScriptedProvider",

@@ -40,16 +40,19 @@ def default_model(provider_name: str) -> str:
     return DEFAULT_MODELS[provider_name]
 
 
-def build_provider(name: str, *, settings: Settings, base_url: str | None = None) -> Provider:
+def build_provider(name: str, *, settings: Settings, base_url: str | None = None,
+                   check_only: bool = False) -> Provider | None:
     """Create the named provider from settings.
 
     Args:
         name: one of ``anthropic``, ``openai``, ``replay``, ``exchange``, ``scripted``.
         settings: keys, base URLs, timeout and folders.
         base_url: overrides the configured base URL (anthropic/openai only).
+        check_only: only check that it could be built (name, key) and return None, without
+            importing an SDK (seconds that a run whose stages are all reused never needs).
 
     Returns:
-        A provider ready to wrap in a ``Gateway``.
+        A provider ready to wrap in a ``Gateway`` (None with ``check_only``).
 
     Raises:
         UserError: unknown provider, or its API key is not set.
@@ -61,6 +64,8 @@ def build_provider(name: str, *, settings: Settings, base_url: str | None = None
         if key is None:
             raise UserError("ANTHROPIC_API_KEY is not set: export it, "
                             "or run the offline example with --provider replay")
+        if check_only:
+            return None
         from sopforge.llm.providers.anthropic import AnthropicProvider  # slow import: only when used
 
         return AnthropicProvider(key, base_url or settings.anthropic_base_url, timeout)
@@ -72,6 +77,8 @@ def build_provider(name: str, *, settings: Settings, base_url: str | None = None
                 raise UserError("OPENAI_API_KEY is not set: export it (or point --base-url at an "
                                 "OpenAI-compatible server), or run the offline example with --provider replay")
             key = PLACEHOLDER_KEY
+        if check_only:
+            return None
         from sopforge.llm.providers.openai import OpenAIProvider  # slow import: only when used
 
         return OpenAIProvider(key, url, timeout)

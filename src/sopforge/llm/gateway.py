@@ -20,7 +20,9 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 from sopforge.errors import ProviderError, ResponsePending, UserError
-from sopforge.llm.limits import RateLimiter, estimate_cost, match_price
+from sopforge.llm.batch import Batcher
+from sopforge.llm.budget import Budget
+from sopforge.llm.limits import LIMITERS, AdaptiveLimiter, LimiterRegistry, estimate_cost, match_price
 from sopforge.llm.types import CallLedger, LLMCallRecord, LLMRequest, LLMResponse
 from sopforge.settings import Settings
 
@@ -53,6 +55,8 @@ class GatewayStats:
     input_tokens: int = 0
     output_tokens: int = 0
     cached_tokens: int = 0
+    """Prompt tokens the provider served from its prompt cache."""
+    cache_write_tokens: int = 0
     cost_usd: float = 0.0
     unpriced_models: tuple[str, ...] = ()
     """Models missing from the price table (costed at 0)."""
@@ -71,12 +75,18 @@ class Gateway:
         clock: monotonic seconds for rate limiting and latency (injectable for tests).
         jitter: fraction of random extra backoff (0 makes delays deterministic).
         rng: random source for jitter.
+        limiters: where the adaptive limiter of each (provider, base URL, model) lives; default the
+            process-wide one, so every stage running at once shares one per model (a gateway with
+            an injected clock gets its own).
+        budget: the run's spending cap, checked before every billed call.
+        batcher: sends billed calls through the provider's batch API instead (``--batch``).
     """
 
     def __init__(self, provider: Provider, *, ledger: CallLedger | None, settings: Settings,
                  run_id: str | None = None, family: str | None = None, sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.monotonic, jitter: float = DEFAULT_JITTER,
-                 rng: random.Random | None = None):
+                 rng: random.Random | None = None, limiters: LimiterRegistry | None = None,
+                 budget: Budget | None = None, batcher: Batcher | None = None):
         self.backend = provider
         self.provider: str = provider.name
         self.ledger = ledger
@@ -87,8 +97,12 @@ class Gateway:
         self._clock = clock
         self._jitter = jitter
         self._rng = rng or random.Random()
-        self._limiter = RateLimiter(settings.requests_per_minute, clock=clock, sleep=sleep)
-        self._slots = threading.BoundedSemaphore(settings.max_concurrency)
+        if limiters is None:
+            real_time = sleep is time.sleep and clock is time.monotonic
+            limiters = LIMITERS if real_time else LimiterRegistry(clock=clock, sleep=sleep)
+        self._limiters = limiters
+        self.budget = budget
+        self.batcher = batcher
         self._stats_lock = threading.Lock()
         self._stats = GatewayStats()
         self._flight_guard = threading.Lock()
@@ -159,14 +173,68 @@ class Gateway:
             self._record(request, request_hash, attempts=attempts, response=response)
             return response
 
+    def limiter_for(self, model: str) -> AdaptiveLimiter:
+        """The shared limiter of this provider, base URL and model."""
+        return self._limiters.get(self.provider, getattr(self.backend, "base_url", None), model,
+                                  max_concurrency=self.settings.max_concurrency,
+                                  requests_per_minute=self.settings.requests_per_minute)
+
     def _send_once(self, request: LLMRequest) -> tuple[LLMResponse, float]:
-        # Take a concurrency slot before the rate slot so the spacing applies to actual sends.
-        with self._slots:
-            if getattr(self.backend, "rate_limited", True):
-                self._limiter.acquire()
+        if not self._billed:
             start = self._clock()
             response = self.backend.send(request)
             return response, (self._clock() - start) * 1000.0
+        prompt_tokens = _approx_prompt_tokens(request)
+        reservation = None
+        if self.budget is not None:  # the worst case: the whole completion budget is used
+            worst = estimate_cost(request.model, prompt_tokens, request.max_tokens, self.settings.prices,
+                                  batch=self.batcher is not None)
+            reservation = self.budget.reserve(worst, f"call {request.call_key}")
+        try:
+            # The batch API has its own queue and quota: no interactive limiter for it.
+            response, latency_ms = self._send_batched(request) if self.batcher is not None \
+                else self._send_limited(request, prompt_tokens)
+        except BaseException:
+            if reservation is not None:
+                self.budget.settle(reservation, 0.0)
+            raise
+        if reservation is not None:
+            self.budget.settle(reservation, self._cost(request, response))
+        return response, latency_ms
+
+    def _send_batched(self, request: LLMRequest) -> tuple[LLMResponse, float]:
+        start = self._clock()
+        response = self.batcher.send(request)
+        return response, (self._clock() - start) * 1000.0
+
+    def _send_limited(self, request: LLMRequest, prompt_tokens: int) -> tuple[LLMResponse, float]:
+        """One interactive send, admitted by the model's shared limiter, which learns from its outcome;
+        the latency counts the exchange only, not the wait for admission."""
+        limiter = self.limiter_for(request.model)
+        limiter.acquire(prompt_tokens)
+        start = self._clock()
+        try:
+            response = self.backend.send(request)
+        except ProviderError as err:
+            limiter.release(err.rate_limit, rate_limited=err.status == 429, retry_after=err.retry_after)
+            raise
+        except BaseException:
+            limiter.release()
+            raise
+        limiter.release(response.rate_limit)
+        return response, (self._clock() - start) * 1000.0
+
+    @property
+    def _billed(self) -> bool:
+        # Only remote APIs bill and have quotas: replay, exchange and scripted answers are free.
+        return bool(getattr(self.backend, "rate_limited", True))
+
+    def _cost(self, request: LLMRequest, response: LLMResponse) -> float:
+        prices = self.settings.prices
+        priced_model = response.model if match_price(response.model, prices) else request.model
+        return estimate_cost(priced_model, response.input_tokens, response.output_tokens, prices,
+                             cached_tokens=response.cached_tokens, cache_write_tokens=response.cache_write_tokens,
+                             batch=response.batch_id is not None)
 
     def _retry_decision(self, err: ProviderError, attempts: int) -> tuple[float, ProviderError | None]:
         """(delay before the next attempt, or the error to raise when giving up)."""
@@ -192,11 +260,8 @@ class Gateway:
     def _finish(self, request: LLMRequest, response: LLMResponse, *, attempts: int,
                 latency_ms: float) -> LLMResponse:
         prices = self.settings.prices
-        priced_model = response.model if match_price(response.model, prices) else request.model
-        cost = estimate_cost(priced_model, response.input_tokens, response.output_tokens, prices)
-        # Only remote APIs bill: replay, exchange and scripted answers are free by nature.
-        billed = getattr(self.backend, "rate_limited", False)
-        if billed and match_price(priced_model, prices) is None:
+        cost = self._cost(request, response)
+        if self._billed and match_price(response.model, prices) is None and match_price(request.model, prices) is None:
             self._flag_unpriced(response.model)
         return response.model_copy(update={
             "transport_attempts": attempts, "latency_ms": latency_ms, "cost_usd": cost, "from_cache": False,
@@ -208,7 +273,7 @@ class Gateway:
         if response is not None:
             self._count(calls=1, transport_attempts=attempts, input_tokens=response.input_tokens,
                         output_tokens=response.output_tokens, cached_tokens=response.cached_tokens,
-                        cost_usd=response.cost_usd)
+                        cache_write_tokens=response.cache_write_tokens, cost_usd=response.cost_usd)
         else:
             self._count(calls=1, failures=1, transport_attempts=attempts)
         if self.ledger is None:
@@ -232,6 +297,8 @@ class Gateway:
             input_tokens=response.input_tokens if response is not None else 0,
             output_tokens=response.output_tokens if response is not None else 0,
             cached_tokens=response.cached_tokens if response is not None else 0,
+            cache_write_tokens=response.cache_write_tokens if response is not None else 0,
+            batch_id=response.batch_id if response is not None else None,
             cost_usd=response.cost_usd if response is not None else 0.0,
             latency_ms=response.latency_ms if response is not None else 0.0,
             transport_attempts=attempts,
@@ -284,6 +351,7 @@ def _from_record(record: LLMCallRecord) -> LLMResponse:
         input_tokens=record.input_tokens,
         output_tokens=record.output_tokens,
         cached_tokens=record.cached_tokens,
+        cache_write_tokens=record.cache_write_tokens,
         latency_ms=0.0,
         transport_attempts=0,
         cost_usd=0.0,
@@ -294,7 +362,12 @@ def _from_record(record: LLMCallRecord) -> LLMResponse:
 
 def _with_suffix(err: ProviderError, note: str) -> ProviderError:
     return ProviderError(f"{err} ({note})", retryable=err.retryable, retry_after=err.retry_after,
-                         status=err.status)
+                         status=err.status, rate_limit=err.rate_limit)
+
+
+def _approx_prompt_tokens(request: LLMRequest) -> int:
+    """Prompt tokens for the token bucket and the budget: about four characters each."""
+    return (len(request.system or "") + sum(len(m.content) for m in request.messages)) // 4 + 1
 
 
 def _public_url(url: str) -> str:

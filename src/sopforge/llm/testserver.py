@@ -5,6 +5,18 @@ It lets the real SDKs be tested end to end without a network: tests queue action
 and an optional ``responder`` answers once the queue is empty (flow tests answer by stage).
 It binds to 127.0.0.1 only and ships in the package so later stages' tests can script it.
 
+Like the real APIs it also
+- sends rate-limit headers with every answer (OpenAI ``x-ratelimit-*``, Anthropic
+  ``anthropic-ratelimit-*``) from a token bucket per server, and answers 429 with ``retry-after``
+  when a request does not fit (``rate_limit=RateLimit(...)``; generous by default);
+- accounts prompt caching: OpenAI reports the longest prefix (from 1024 tokens, in steps of 128)
+  it saw before as ``prompt_tokens_details.cached_tokens``; Anthropic caches the prefix up to each
+  ``cache_control`` breakpoint (from 1024 tokens) and reports ``cache_creation_input_tokens`` the
+  first time and ``cache_read_input_tokens`` after;
+- answers after ``latency`` seconds when asked to (benchmarks);
+- serves both batch APIs (``sopforge.llm.testserver_batches``): OpenAI's files + batches,
+  Anthropic's message batches.
+
 Example:
     >>> with FakeLLMServer() as server:
     ...     server.enqueue(status(429, retry_after=1), reply("hello"))
@@ -17,6 +29,7 @@ import json
 import threading
 import time
 from collections import deque
+from datetime import datetime, timezone
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -98,35 +111,179 @@ def _estimate_tokens(text: str) -> int:
     return max(1, len(text) // 4) if text else 0
 
 
-def _request_text(body: dict[str, Any]) -> str:
-    parts = [body.get("system") or ""]
+def _blocks(content: Any) -> list[dict[str, Any]]:
+    """A message's or system prompt's content as text blocks (a plain string is one block)."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [b for b in content or [] if isinstance(b, dict)]
+
+
+def prompt_blocks(body: dict[str, Any]) -> list[tuple[str, bool]]:
+    """(text, cache breakpoint after it) of every block the model reads, in order."""
+    out = [(b.get("text", ""), "cache_control" in b) for b in _blocks(body.get("system"))]
     for message in body.get("messages") or []:
-        content = message.get("content")
-        parts.append(content if isinstance(content, str) else json.dumps(content))
-    return "".join(p if isinstance(p, str) else json.dumps(p) for p in parts)
+        head = f"\n[{message.get('role')}]\n"
+        for block in _blocks(message.get("content")):
+            out.append((head + str(block.get("text", "")), "cache_control" in block))
+            head = ""
+    return out
 
 
-def completion_body(protocol: str, request: dict[str, Any], action: Action, seq: int) -> dict[str, Any]:
-    """The JSON a real server would return for a successful completion."""
+def _request_text(body: dict[str, Any]) -> str:
+    return "".join(text for text, _ in prompt_blocks(body))
+
+
+MIN_CACHEABLE_TOKENS = 1024  # both providers' smallest cacheable prefix (Sonnet/Opus; GPT-4o family)
+
+
+class PromptCache:
+    """Both providers' prompt-cache accounting over the prompts one server has seen."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._openai: list[str] = []
+        self._anthropic: set[str] = set()
+
+    def openai(self, text: str) -> int:
+        """Cached tokens: the longest prefix shared with an earlier prompt, in steps of 128 from 1024."""
+        with self._lock:
+            best = max((_common_prefix(text, seen) for seen in self._openai), default=0)
+            self._openai.append(text)
+        tokens = best // 4
+        return 0 if tokens < MIN_CACHEABLE_TOKENS else tokens - tokens % 128
+
+    def anthropic(self, blocks: list[tuple[str, bool]]) -> tuple[int, int]:
+        """(read, written) tokens: each breakpoint's prefix is read when cached, else written."""
+        read = written = 0
+        prefix = ""
+        with self._lock:
+            for text, breakpoint in blocks:
+                prefix += text
+                tokens = _estimate_tokens(prefix)
+                if not breakpoint or tokens < MIN_CACHEABLE_TOKENS:
+                    continue
+                if prefix in self._anthropic:
+                    read, written = tokens, 0
+                else:
+                    self._anthropic.add(prefix)
+                    written = tokens - read
+        return read, written
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    lo, hi = 0, n  # binary search on the length of the equal prefix
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def completion_body(protocol: str, request: dict[str, Any], action: Action, seq: int,
+                    cache: PromptCache | None = None) -> dict[str, Any]:
+    """The JSON a real server would return for a successful completion.
+
+    Token counts: the action's when scripted, else about four characters per token; cached
+    tokens: the action's when scripted, else what ``cache`` accounts.
+    """
     model = request.get("model") or "fake-model"
     tokens_in = action.input_tokens if action.input_tokens is not None else _estimate_tokens(_request_text(request))
     tokens_out = action.output_tokens if action.output_tokens is not None else _estimate_tokens(action.text)
     if protocol == "anthropic":
+        read, written = action.cached_tokens, 0
+        if cache is not None and not action.cached_tokens and action.input_tokens is None:
+            read, written = cache.anthropic(prompt_blocks(request))
         return {
             "id": f"msg_fake_{seq}", "type": "message", "role": "assistant", "model": model,
             "content": [{"type": "text", "text": action.text}],
             "stop_reason": "end_turn", "stop_sequence": None,
-            "usage": {"input_tokens": tokens_in, "output_tokens": tokens_out,
-                      "cache_read_input_tokens": action.cached_tokens, "cache_creation_input_tokens": 0},
+            # Anthropic's input_tokens counts only what was neither read from nor written to the cache.
+            "usage": {"input_tokens": max(0, tokens_in - read - written), "output_tokens": tokens_out,
+                      "cache_read_input_tokens": read, "cache_creation_input_tokens": written},
         }
+    cached = action.cached_tokens
+    if cache is not None and not cached and action.input_tokens is None:
+        cached = min(tokens_in, cache.openai(_request_text(request)))
     return {
         "id": f"chatcmpl-fake-{seq}", "object": "chat.completion", "created": int(time.time()), "model": model,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": action.text},
                      "finish_reason": "stop", "logprobs": None}],
         "usage": {"prompt_tokens": tokens_in, "completion_tokens": tokens_out,
                   "total_tokens": tokens_in + tokens_out,
-                  "prompt_tokens_details": {"cached_tokens": action.cached_tokens}},
+                  "prompt_tokens_details": {"cached_tokens": cached}},
     }
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """The quota the fake server enforces (per minute, like both real APIs)."""
+
+    requests_per_minute: int = 100_000
+    tokens_per_minute: int = 100_000_000
+
+
+class _Quota:
+    """Token buckets for requests and tokens: refilled continuously, limit per minute."""
+
+    def __init__(self, limit: RateLimit):
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._requests, self._tokens = float(limit.requests_per_minute), float(limit.tokens_per_minute)
+        self._at = time.monotonic()
+        self.rejected = 0
+
+    def _refill(self) -> None:
+        now = time.monotonic()
+        self._requests = min(self.limit.requests_per_minute,
+                             self._requests + (now - self._at) * self.limit.requests_per_minute / 60)
+        self._tokens = min(self.limit.tokens_per_minute,
+                           self._tokens + (now - self._at) * self.limit.tokens_per_minute / 60)
+        self._at = now
+
+    def admit(self, tokens: int) -> float:
+        """0 when the request fits (and is counted), else the seconds until it would."""
+        with self._lock:
+            self._refill()
+            tokens = min(tokens, self.limit.tokens_per_minute)
+            if self._requests >= 1 and self._tokens >= tokens:
+                self._requests -= 1
+                self._tokens -= tokens
+                return 0.0
+            self.rejected += 1
+            wait_requests = (1 - self._requests) * 60 / self.limit.requests_per_minute
+            wait_tokens = (tokens - self._tokens) * 60 / self.limit.tokens_per_minute
+            return max(wait_requests, wait_tokens, 0.001)
+
+    def headers(self, protocol: str) -> dict[str, str]:
+        with self._lock:
+            self._refill()
+            requests, tokens = int(self._requests), int(self._tokens)
+        limit = self.limit
+        reset_requests = (limit.requests_per_minute - requests) * 60 / limit.requests_per_minute
+        reset_tokens = (limit.tokens_per_minute - tokens) * 60 / limit.tokens_per_minute
+        if protocol == "anthropic":
+            def at(seconds: float) -> str:
+                return datetime.fromtimestamp(time.time() + seconds, timezone.utc).isoformat().replace("+00:00", "Z")
+            return {"anthropic-ratelimit-requests-limit": str(limit.requests_per_minute),
+                    "anthropic-ratelimit-requests-remaining": str(requests),
+                    "anthropic-ratelimit-requests-reset": at(reset_requests),
+                    "anthropic-ratelimit-input-tokens-limit": str(limit.tokens_per_minute),
+                    "anthropic-ratelimit-input-tokens-remaining": str(tokens),
+                    "anthropic-ratelimit-input-tokens-reset": at(reset_tokens),
+                    "anthropic-ratelimit-tokens-limit": str(limit.tokens_per_minute),
+                    "anthropic-ratelimit-tokens-remaining": str(tokens),
+                    "anthropic-ratelimit-tokens-reset": at(reset_tokens)}
+        return {"x-ratelimit-limit-requests": str(limit.requests_per_minute),
+                "x-ratelimit-remaining-requests": str(requests),
+                "x-ratelimit-reset-requests": f"{reset_requests:.3f}s",
+                "x-ratelimit-limit-tokens": str(limit.tokens_per_minute),
+                "x-ratelimit-remaining-tokens": str(tokens),
+                "x-ratelimit-reset-tokens": f"{reset_tokens:.3f}s"}
 
 
 def error_body(protocol: str, code: int, message: str) -> dict[str, Any]:
@@ -144,9 +301,26 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         pass  # tests read server.requests; stderr noise would hide real failures
 
+    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+        handled = self.server.owner.batches.get(self.path)
+        if handled is None:
+            self._send_json(404, {"error": {"message": f"FakeLLMServer: unknown path {self.path}"}})
+        else:
+            self._reply(*handled)
+
+    def _reply(self, code: int, payload: Any) -> None:
+        if isinstance(payload, bytes):
+            self._send(code, payload, "application/binary")
+        else:
+            self._send_json(code, payload)
+
     def do_POST(self) -> None:  # noqa: N802 - stdlib naming
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(length) if length else b""
+        handled = self.server.owner.batches.post(self.path, {k.lower(): v for k, v in self.headers.items()}, raw)
+        if handled is not None:
+            self._reply(*handled)
+            return
         try:
             body = json.loads(raw) if raw else None
         except ValueError:
@@ -160,10 +334,19 @@ class _Handler(BaseHTTPRequestHandler):
             return
         owner = self.server.owner
         owner._received(ReceivedRequest(protocol, self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+        started = time.perf_counter()
         with owner._track_in_flight():
             self._act(owner, protocol, body or {})
+        with owner._lock:
+            owner.service_seconds += time.perf_counter() - started
 
     def _act(self, owner: FakeLLMServer, protocol: str, body: dict[str, Any]) -> None:
+        wait = owner.quota.admit(_estimate_tokens(_request_text(body)))
+        if wait:
+            headers = {**owner.quota.headers(protocol), "retry-after": str(max(1, round(wait))),
+                       "retry-after-ms": str(int(wait * 1000))}
+            self._send_json(429, error_body(protocol, 429, "FakeLLMServer: rate limit exceeded"), headers)
+            return
         action, seq = owner._next_action(body, protocol)
         if action.kind == "drop":
             self.close_connection = True
@@ -173,12 +356,14 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if action.kind == "status":
             message = action.message or f"FakeLLMServer scripted HTTP {action.status}"
-            self._send_json(action.status, error_body(protocol, action.status, message), action.headers)
+            self._send_json(action.status, error_body(protocol, action.status, message),
+                            {**owner.quota.headers(protocol), **action.headers})
             return
-        if action.kind == "slow" and owner._stopping.wait(action.seconds):
+        delay = action.seconds if action.kind == "slow" else owner.latency
+        if delay and owner._stopping.wait(delay):
             self.close_connection = True
             return
-        self._send_json(200, completion_body(protocol, body, action, seq))
+        self._send_json(200, completion_body(protocol, body, action, seq, owner.cache), owner.quota.headers(protocol))
 
     def _send_json(self, code: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
         self._send(code, json.dumps(payload).encode(), "application/json", headers)
@@ -208,16 +393,33 @@ class FakeLLMServer:
     Args:
         responder: answers requests when the action queue is empty; receives the parsed
             request JSON and the protocol name ("anthropic" or "openai") and returns the text.
+        latency: seconds every completion takes (scripted ``slow`` actions take their own).
+        rate_limit: the quota to enforce with 429s and report in headers (generous by default).
+        batch_seconds: how long a batch job stays in progress before its results are ready.
 
     Attributes:
         requests: every request received, in arrival order (``ReceivedRequest``).
         max_in_flight: the most requests handled at the same time so far.
+        service_seconds: time spent answering (the server's own work and latency), summed over
+            requests: what a benchmark subtracts to see the client's overhead.
+        quota: the rate-limit state (``quota.rejected`` counts the 429s it answered).
+        batches: the batch jobs (``batches.jobs``: id -> FakeBatch with its requests and polls).
+        cache: the prompt-cache accounting.
     """
 
-    def __init__(self, responder: Responder | None = None):
+    def __init__(self, responder: Responder | None = None, *, latency: float = 0.0,
+                 rate_limit: RateLimit | None = None, batch_seconds: float = 0.0):
+        from sopforge.llm.testserver_batches import BatchBackend
+
         self.responder = responder
+        self.latency = latency
+        self.batch_seconds = batch_seconds
+        self.batches = BatchBackend(self)
+        self.quota = _Quota(rate_limit or RateLimit())
+        self.cache = PromptCache()
         self.requests: list[ReceivedRequest] = []
         self.max_in_flight = 0
+        self.service_seconds = 0.0
         self._in_flight = 0
         self._queue: deque[Action] = deque()
         self._lock = threading.Lock()

@@ -24,6 +24,10 @@ def sha256_json(value: Any) -> str:
 class Message(BaseModel):
     role: Literal["user", "assistant"] = Field(description="Chat role.")
     content: str = Field(description="Message text.")
+    cache_prefix: int | None = Field(None, exclude=True, description=(
+        "Characters at the start of ``content`` shared with the stage's other prompts (marked for the "
+        "provider's prompt cache). Not part of the prompt's identity: it changes how the prompt is sent, "
+        "never what it says."))
 
 
 class LLMRequest(BaseModel):
@@ -61,12 +65,15 @@ class LLMResponse(BaseModel):
     model: str = Field(description="Model that answered (as reported by the provider when it says).")
     input_tokens: int = Field(0, description="Prompt tokens billed.")
     output_tokens: int = Field(0, description="Completion tokens billed.")
-    cached_tokens: int = Field(0, description="Prompt tokens served from the provider's prompt cache.")
+    cached_tokens: int = Field(0, description="Prompt tokens served from the provider's prompt cache (part of input_tokens).")
+    cache_write_tokens: int = Field(0, description="Prompt tokens written to the provider's prompt cache (Anthropic; part of input_tokens).")
     latency_ms: float = Field(0.0, description="Wall time of the successful HTTP exchange.")
     transport_attempts: int = Field(1, description="HTTP attempts including retries.")
     cost_usd: float = Field(0.0, description="Estimated cost from the price table.")
     from_cache: bool = Field(False, description="True when served from sopforge's response cache (no new call).")
     raw: dict[str, Any] | None = Field(None, description="Raw response body, when the provider returns JSON.")
+    batch_id: str | None = Field(None, description="The provider batch job that answered (batch APIs are half price).")
+    rate_limit: Any = Field(None, exclude=True, description="Rate-limit headers of the response (RateLimitInfo).")
 
 
 class LLMCallRecord(BaseModel):
@@ -90,6 +97,8 @@ class LLMCallRecord(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
     cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    batch_id: str | None = None
     cost_usd: float = 0.0
     latency_ms: float = 0.0
     transport_attempts: int = 1

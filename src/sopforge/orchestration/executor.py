@@ -8,12 +8,17 @@ the stage is not recomputed and costs no LLM call. This module knows nothing of 
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from sopforge.ask import Mapper, sequential_map, using_mapper
 from sopforge.errors import SopforgeError, ValidationFailed
 from sopforge.llm.factory import build_provider, default_model
+from sopforge.llm.batch import Batcher
+from sopforge.llm.budget import budget_for
 from sopforge.llm.gateway import Gateway
 from sopforge.llm.types import sha256_json
 from sopforge.families import InputContext, StageSpec
@@ -34,11 +39,19 @@ class StageOutcome:
     cache_hits: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    cached_tokens: int = 0
+    cost_usd: float = 0.0
     checks: list = field(default_factory=list)
+
+    @property
+    def cached_share(self) -> float:
+        """Share of this stage's prompt tokens the provider read from its prompt cache."""
+        return self.cached_tokens / self.input_tokens if self.input_tokens else 0.0
 
 
 # Events: 'started', 'finished' and 'failed' carry the StageOutcome (or None); 'review' carries
-# a one-line message from a review gate (waiting, approved, regenerating...).
+# a one-line message from a review gate (waiting, approved, regenerating...); 'call' carries the
+# LLMCallRecord of every call that reached a provider (progress: calls, tokens, cost so far).
 StageListener = Callable[[str, str, "StageOutcome | str | None"], None]
 _listeners: list[StageListener] = []
 
@@ -63,18 +76,21 @@ def run_spec(store: Store, run_id: str) -> tuple[ThemeSpec, dict]:
     return ThemeSpec.model_validate(run.config["spec"]), run.config
 
 
-class _FreshSamples:
-    """Ledger for a stage forced by ``sopforge rerun --from``: calls are recorded as usual, but no
-    answer comes from the response cache, so the stage really samples the model again."""
+class _Ledger:
+    """The store as the gateway's ledger, telling progress listeners about every call (events
+    'call' with the LLMCallRecord). ``fresh`` (a stage forced by ``sopforge rerun --from``): calls
+    are recorded as usual but no answer comes from the response cache, so the stage really samples
+    the model again."""
 
-    def __init__(self, store: Store):
-        self._store = store
+    def __init__(self, store: Store, stage: str, fresh: bool = False):
+        self._store, self._stage, self._fresh = store, stage, fresh
 
-    def cached_response(self, request_hash: str) -> None:
-        return None
+    def cached_response(self, request_hash: str):
+        return None if self._fresh else self._store.cached_response(request_hash)
 
     def record_call(self, record) -> None:
         self._store.record_call(record)
+        _emit(self._stage, "call", record)
 
 
 def rerun_options(config: dict, stage: str) -> tuple[bool, str | None]:
@@ -130,11 +146,13 @@ def input_key(definition: StageSpec, spec: ThemeSpec, parents: dict[str, Artifac
 
 
 def execute_stage(run_id: str, stage: str, *, settings: Settings, force: bool = False,
-                  feedback: str | None = None) -> StageOutcome:
+                  feedback: str | None = None, mapper: Mapper = sequential_map) -> StageOutcome:
     """Produce (or reuse) the artifact of ``stage`` for ``run_id`` and record it in the store.
 
     ``force`` samples the model again even when a reusable artifact exists (a review gate's
     rejection, or ``sopforge rerun --from``); ``feedback`` goes into the stage's prompt.
+    ``mapper`` runs the stage's independent calls (``sopforge.ask.fan_out``); the flow passes one
+    that submits them as concurrent Prefect task runs.
 
     Raises:
         ValidationFailed: the model's answers failed the stage's checks after every re-ask.
@@ -168,19 +186,24 @@ def execute_stage(run_id: str, stage: str, *, settings: Settings, force: bool = 
         _emit(stage, "finished", outcome)
         return outcome
 
+    warm_up(dag.get(name) for name in dag.descendants(stage)[1:])
     stage_run_id = store.start_stage(run_id, stage, family=definition.family)
     gateway = None
     if definition.uses_llm:
         provider_settings = settings.model_copy(update={"recordings_dir": _recordings(config)})
         provider = build_provider(cfg.provider, settings=provider_settings, base_url=cfg.base_url)
-        gateway = Gateway(provider, ledger=_FreshSamples(store) if forced else store, settings=settings, run_id=run_id,
-                          family=definition.family)
+        budget = budget_for(run_id, spec.max_cost, store.run_cost(run_id)) if spec.max_cost else None
+        batcher = (Batcher(provider, store, run_id=run_id, stage=stage, poll_seconds=settings.batch_poll_seconds)
+                   if spec.batch and hasattr(provider, "submit_batch") else None)
+        gateway = Gateway(provider, ledger=_Ledger(store, stage, fresh=forced), settings=settings, run_id=run_id,
+                          family=definition.family, budget=budget, batcher=batcher)
     context = InputContext(run_id=run_id, exports_dir=settings.exports_dir, parent_records=parents)
     inputs = definition.make_inputs(
         spec, {n: dag.get(n).model.model_validate(r.content) for n, r in parents.items()}, context)
     try:
-        result = definition.run(inputs, llm=gateway, settings=settings, model=model,
-                                temperature=cfg.temperature, registry=registry, feedback=feedback)
+        with using_mapper(mapper):
+            result = definition.run(inputs, llm=gateway, settings=settings, model=model,
+                                    temperature=cfg.temperature, registry=registry, feedback=feedback)
     except BaseException as err:
         if isinstance(err, ValidationFailed):
             store.reject_answers(stage_run_id)
@@ -204,8 +227,34 @@ def execute_stage(run_id: str, stage: str, *, settings: Settings, force: bool = 
         stats = gateway.stats
         outcome.llm_calls, outcome.cache_hits = stats.calls, stats.cache_hits
         outcome.input_tokens, outcome.output_tokens = stats.input_tokens, stats.output_tokens
+        outcome.cached_tokens, outcome.cost_usd = stats.cached_tokens, stats.cost_usd
     _emit(stage, "finished", outcome)
     return outcome
+
+
+_warming: set[int] = set()
+_warming_lock = threading.Lock()
+
+
+def warm_up(stages: Iterable[StageSpec]) -> None:
+    """Start the one-time set-up of stages that will run later (``StageSpec.warm_up``), each once
+    per process, in background threads: called when a stage is generated, since its descendants
+    then will be too (a fully reused run warms nothing up)."""
+    for spec in stages:
+        if spec.warm_up is None:
+            continue
+        with _warming_lock:
+            if id(spec.warm_up) in _warming:
+                continue
+            _warming.add(id(spec.warm_up))
+        threading.Thread(target=_quietly, args=(spec.warm_up,), name=f"warm-up {spec.name}", daemon=True).start()
+
+
+def _quietly(set_up: Callable[[], object]) -> None:
+    try:
+        set_up()
+    except Exception:  # noqa: BLE001 - the stage meets the same problem itself and reports it
+        pass
 
 
 def write_parquet(rows: list[dict], path: Path) -> None:

@@ -1,8 +1,11 @@
 """Point Prefect at the right server before it is imported by a flow run.
 
-Runs show up in the Prefect UI either way: when a ``sopforge ui`` server is up its API is used
-(no 10 s ephemeral start-up), otherwise an ephemeral server runs on the same database under
-``<SOPFORGE_HOME>/prefect`` so ``sopforge ui`` shows those runs afterwards.
+In order of preference: ``PREFECT_API_URL`` when the user set one; the server of a running
+``sopforge ui`` for this home; this home's shared background server
+(:mod:`sopforge.orchestration.prefect_server`: started once by the first command that needs it,
+reused by every later or concurrent one); or, for commands that do not start one, Prefect's
+ephemeral server. All of them keep their database under ``<SOPFORGE_HOME>/prefect``, so
+``sopforge ui`` shows every run of the home.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import os
 import urllib.request
 from pathlib import Path
 
+from sopforge.orchestration.prefect_server import shared_server_url, start_shared_server, wait_for_shared_server
 from sopforge.settings import Settings
 
 UI_STATE_FILE = "ui-server.json"
@@ -50,10 +54,22 @@ def running_ui_api_url(settings: Settings, timeout: float = 1.0) -> str | None:
         return None
 
 
-def configure_prefect(settings: Settings) -> str:
+def begin_prefect(settings: Settings) -> None:
+    """Start this home's shared Prefect server in the background if the command will need one and
+    none is reachable; returns at once, so the server comes up while the command does its own work."""
+    if os.environ.get("PREFECT_API_URL") or running_ui_api_url(settings, timeout=0.3):
+        return
+    start_shared_server(settings.prefect_home)
+
+
+def configure_prefect(settings: Settings, *, shared_server: bool = False) -> str:
     """Set Prefect's environment for this process; returns a short description of the target.
 
     Explicit user settings (``PREFECT_API_URL``, ``PREFECT_HOME``) are left alone.
+
+    Args:
+        shared_server: start this home's shared background server when none is running (and wait
+            for it); without it, one already running is still used, else Prefect's ephemeral one.
     """
     for key, value in _QUIET_DEFAULTS.items():
         os.environ.setdefault(key, value)
@@ -65,5 +81,12 @@ def configure_prefect(settings: Settings) -> str:
     if api_url:
         os.environ["PREFECT_API_URL"] = api_url
         return f"Prefect server at {api_url}"
+    api_url = shared_server_url(settings.prefect_home)
+    if api_url is None and shared_server:
+        start_shared_server(settings.prefect_home)
+        api_url = wait_for_shared_server(settings.prefect_home)
+    if api_url is not None:
+        os.environ["PREFECT_API_URL"] = api_url
+        return f"Prefect server at {api_url.removesuffix('/api')} (this home's, shared by its commands)"
     os.environ.setdefault("PREFECT_SERVER_ALLOW_EPHEMERAL_MODE", "true")
     return f"ephemeral Prefect server (database in {os.environ['PREFECT_HOME']}; `sopforge ui` shows its runs)"

@@ -6,6 +6,7 @@ from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
+from sopforge.orchestration.concurrency import prefect_map
 from sopforge.orchestration.executor import StageOutcome, execute_stage
 from sopforge.families import stage as stage_spec
 from sopforge.render import artifact_markdown, checks_markdown
@@ -39,6 +40,7 @@ def stage_task(run_id: str, stage: str, home: str | None = None, upstream: list[
     reads lineage from the store) but passing it draws the dependency edges in the Prefect UI.
     ``force`` and ``feedback`` regenerate the stage after a reviewer rejected it.
     """
-    outcome = execute_stage(run_id, stage, settings=load_settings(home=home), force=force, feedback=feedback)
+    outcome = execute_stage(run_id, stage, settings=load_settings(home=home), force=force, feedback=feedback,
+                            mapper=prefect_map)
     publish(outcome, run_id)
     return outcome.artifact.id

@@ -22,9 +22,11 @@ from .records import (
     StageSummary,
     ValidationRecord,
 )
+from .base import release_connections
 from .store import DEFAULT_LOCK_TIMEOUT, Store
 
 __all__ = [
+    "release_connections",
     "DEFAULT_LOCK_TIMEOUT",
     "REUSABLE_STATUSES",
     "ArtifactRecord",

@@ -8,18 +8,32 @@ pending migrations, and a reader that finds an outdated schema migrates it once.
 
 from __future__ import annotations
 
+import atexit
+import os
+import threading
 import typing
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Self
 
 import duckdb
 
-from .connection import ensure_writable_location, open_connection
+from .connection import _process_lock, ensure_writable_location, open_connection
 from .migrate import apply_migrations, is_current
 
 DEFAULT_LOCK_TIMEOUT = 30.0
+FLUSH_SECONDS = 0.5
+
+# Write-behind for the LLM call ledger. Every DuckDB commit is an fsync (about 20 ms here), which a
+# run with many concurrent calls would pay once per call. So ``Store.record_call`` queues the row
+# and it is written within FLUSH_SECONDS, together with whatever else arrived meanwhile, in one
+# transaction; and before any other operation on the file in this process, so every query (cache
+# lookups included) sees every call recorded before it. A process killed in that window loses the
+# record of at most the calls answered in the last FLUSH_SECONDS (a resumed run asks them again).
+_pending: dict[str, list[tuple[Callable[[duckdb.DuckDBPyConnection], None], Any]]] = {}
+_pending_lock = threading.Lock()
+_flushers: dict[str, "StoreBase"] = {}
 
 
 @contextmanager
@@ -55,6 +69,7 @@ class StoreBase:
         self.lock_timeout = lock_timeout
         self._schema_ok = False  # migrations checked by this instance; saves a query per call
         self._location_ok = False
+        self._answered: set[str] | None = None  # request hashes with a cached answer (Store.cached_response)
 
     @classmethod
     def from_settings(cls, settings: Any, **kwargs: Any) -> Self:
@@ -77,16 +92,48 @@ class StoreBase:
             if not self._schema_ok or not existed:
                 apply_migrations(con, db_label=str(self.path))
                 self._schema_ok = True
+            _write_pending(self._key, con)
             yield con
 
+    @property
+    def _key(self) -> str:
+        return os.path.abspath(self.path)
+
+    def _queue_write(self, write: Callable[[duckdb.DuckDBPyConnection], None], item: Any = None) -> None:
+        """Run ``write(con)`` within FLUSH_SECONDS, batched with others (see the module's write-behind);
+        ``item`` is what it writes, for :meth:`_queued`."""
+        with _pending_lock:
+            queue = _pending.setdefault(self._key, [])
+            queue.append((write, item))
+            first = len(queue) == 1
+            _flushers[self._key] = self
+        if first:
+            timer = threading.Timer(FLUSH_SECONDS, self._flush)
+            timer.daemon = True
+            timer.start()
+
+    def _queued(self) -> list[Any]:
+        """Items queued for writing and not written yet, oldest first."""
+        with _pending_lock:
+            return [item for _, item in _pending.get(self._key, [])]
+
+    def _flush(self) -> None:
+        # Checked under the file's lock: another thread may have written the queue (and the
+        # caller may have moved on, even deleted the folder) while this one waited for it.
+        with _process_lock(self.path):
+            if _pending.get(self._key):
+                with self._write():
+                    pass
+
     @contextmanager
-    def _read(self) -> Iterator[duckdb.DuckDBPyConnection]:
+    def _read(self, *, flush: bool = True) -> Iterator[duckdb.DuckDBPyConnection]:
         """A read-only connection, so readers never take the write lock.
 
         A missing file is created (read-only DuckDB cannot open it), and an outdated schema
-        is migrated once, so queries never meet missing tables.
+        is migrated once, so queries never meet missing tables. Queued writes are written first
+        unless ``flush`` is False (the caller looks at :meth:`_queued` itself).
         """
-        if not self.path.exists():
+        if not self.path.exists() or (flush and _pending.get(self._key)):
             with self._write() as con:
                 yield con
             return
@@ -113,3 +160,24 @@ class StoreBase:
         self._location_ok = True
         with self._write() as con:
             con.execute("CHECKPOINT")
+
+
+def _write_pending(key: str, con: duckdb.DuckDBPyConnection) -> None:
+    with _pending_lock:
+        writes = _pending.pop(key, [])
+    if writes:
+        with transaction(con):
+            for write, _ in writes:
+                write(con)
+
+
+@atexit.register
+def _flush_all() -> None:
+    for store in list(_flushers.values()):
+        store._flush()
+
+
+def release_connections() -> None:
+    """Write every queued call now: before this process reads the file another way (plain
+    ``duckdb.connect``), moves or deletes it."""
+    _flush_all()

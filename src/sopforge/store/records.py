@@ -184,8 +184,14 @@ class StageSummary(BaseModel):
     llm_calls: int = Field(0, description="LLM calls over all attempts of this stage in this run.")
     input_tokens: int = Field(0, description="Prompt tokens over all attempts.")
     output_tokens: int = Field(0, description="Completion tokens over all attempts.")
-    cost_usd: float = Field(0.0, description="Estimated cost over all attempts.")
+    cached_tokens: int = Field(0, description="Prompt tokens the provider read from its prompt cache.")
+    cost_usd: float = Field(0.0, description="Estimated cost over all attempts (cache and batch prices applied).")
     error: str | None = Field(None, description="Error of the latest attempt.")
+
+    @property
+    def prompt_cache_share(self) -> float:
+        """Share of the prompt tokens read from the provider's prompt cache."""
+        return self.cached_tokens / self.input_tokens if self.input_tokens else 0.0
 
 
 class RunSummary(BaseModel):

@@ -38,10 +38,10 @@ def build_summary(con: q.Con, run: RunRecord) -> RunSummary:
             [artifact_ids]).fetchall()
     } if artifact_ids else {}
     spend = {
-        stage: (n, tin, tout, cost)
-        for stage, n, tin, tout, cost in con.execute(
+        stage: (n, tin, tout, cost, cached)
+        for stage, n, tin, tout, cost, cached in con.execute(
             "SELECT stage, count(*), coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0), "
-            "coalesce(sum(cost_usd), 0) FROM llm_calls WHERE run_id = ? GROUP BY stage",
+            "coalesce(sum(cost_usd), 0), coalesce(sum(cached_tokens), 0) FROM llm_calls WHERE run_id = ? GROUP BY stage",
             [run.id]).fetchall()
     }
 
@@ -50,15 +50,15 @@ def build_summary(con: q.Con, run: RunRecord) -> RunSummary:
         last = latest[stage]
         artifact = artifacts.get(last.artifact_id) if last.artifact_id else None
         passed, failed = checks.get(last.artifact_id, (0, 0)) if last.artifact_id else (0, 0)
-        n, tin, tout, cost = spend.get(stage, (0, 0, 0, 0.0))
+        n, tin, tout, cost, cached = spend.get(stage, (0, 0, 0, 0.0, 0))
         stages.append(StageSummary(
             stage=stage, status=last.status, attempts=len(rows), artifact_id=last.artifact_id,
             artifact_version=artifact.version if artifact else None,
             artifact_status=artifact.status if artifact else None,
             checks_passed=passed, checks_failed=failed, llm_calls=n, input_tokens=tin,
-            output_tokens=tout, cost_usd=float(cost), error=last.error,
+            output_tokens=tout, cached_tokens=cached, cost_usd=float(cost), error=last.error,
         ))
 
-    totals = [sum(values) for values in zip(*spend.values())] if spend else [0, 0, 0, 0.0]
+    totals = [sum(values) for values in zip(*spend.values())] if spend else [0, 0, 0, 0.0, 0]
     return RunSummary(run=run, stages=stages, llm_calls=totals[0], input_tokens=totals[1],
                       output_tokens=totals[2], cost_usd=float(totals[3]))

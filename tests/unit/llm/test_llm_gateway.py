@@ -8,7 +8,7 @@ import time
 import pytest
 
 from sopforge.errors import ProviderError, ResponsePending
-from sopforge.llm import Gateway, LLMClient, RateLimiter, ScriptedProvider, estimate_cost, match_price
+from sopforge.llm import AdaptiveLimiter, Gateway, LLMClient, RateLimitInfo, ScriptedProvider, estimate_cost, match_price
 from sopforge.llm.providers import ExchangeProvider
 
 pytestmark = pytest.mark.timeout(30)
@@ -143,21 +143,88 @@ def test_providers_without_remote_quota_skip_the_rate_limit(make_settings, make_
     assert clock.sleeps == []
 
 
-def test_rate_limiter_gives_concurrent_callers_distinct_slots():
+def test_a_configured_ceiling_gives_concurrent_callers_distinct_slots():
+    clock = [50.0]
     waits: list[float] = []
-    limiter = RateLimiter(60, clock=lambda: 50.0, sleep=lambda s: None)
-    barrier = threading.Barrier(5)
+    lock = threading.Lock()
 
-    def take():
-        barrier.wait()
+    def sleep(seconds: float) -> None:
+        with lock:
+            clock[0] += seconds
+
+    limiter = AdaptiveLimiter(8, requests_per_minute=60, clock=lambda: clock[0], sleep=sleep)
+    for _ in range(3):
         waits.append(limiter.acquire())
+        limiter.release()
+    assert waits == [0.0, 1.0, 1.0]  # one per second, the first at once
 
-    threads = [threading.Thread(target=take) for _ in range(5)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=5)
-    assert sorted(waits) == [0.0, 1.0, 2.0, 3.0, 4.0]
+
+def test_headers_size_the_buckets_so_a_fresh_quota_allows_a_burst():
+    now = [0.0]
+    limiter = AdaptiveLimiter(16, clock=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s))
+    limiter.acquire()
+    limiter.release(RateLimitInfo(requests_limit=600, requests_remaining=599))  # 10 per second, 599 left
+    for _ in range(10):  # a burst: no waiting while the bucket holds requests
+        assert limiter.acquire() == 0.0
+        limiter.release(None)
+    limiter.release(RateLimitInfo(requests_limit=600, requests_remaining=0))  # the server says: none left
+    assert limiter.acquire() == pytest.approx(0.1)  # refilled at 600/min
+
+
+def test_a_429_halves_the_window_pauses_everyone_and_successes_win_it_back():
+    now = [0.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    limiter = AdaptiveLimiter(8, clock=lambda: now[0], sleep=sleep)
+    limiter.acquire()
+    limiter.release(rate_limited=True, retry_after=3.0)
+    assert limiter.window == 4.0
+    assert limiter.acquire() == pytest.approx(3.0)  # the next caller waits out the server's retry-after
+    limiter.release()
+    windows = []
+    for _ in range(20):
+        limiter.acquire()
+        limiter.release()
+        windows.append(limiter.window)
+    assert windows == sorted(windows) and 4.0 < windows[-1] <= 8.0  # additive: about +1 per window of successes
+    assert windows[2] < 5.0 < windows[3]  # +1 takes about one window (4) of successes
+
+
+def test_the_window_caps_requests_in_flight():
+    limiter = AdaptiveLimiter(2)
+    limiter.acquire()
+    limiter.acquire()
+    entered = threading.Event()
+
+    def third():
+        limiter.acquire()
+        entered.set()
+
+    thread = threading.Thread(target=third)
+    thread.start()
+    assert not entered.wait(0.3)  # two in flight: the third waits
+    limiter.release()
+    assert entered.wait(2)
+    thread.join()
+
+
+def test_rate_limit_headers_of_both_providers_are_read():
+    openai = RateLimitInfo.from_headers({"x-ratelimit-limit-requests": "500", "x-ratelimit-remaining-requests": "499",
+                                         "x-ratelimit-reset-requests": "120ms", "x-ratelimit-limit-tokens": "30000",
+                                         "x-ratelimit-remaining-tokens": "29000", "x-ratelimit-reset-tokens": "6m0s"})
+    assert (openai.requests_limit, openai.requests_remaining, openai.tokens_remaining) == (500, 499, 29000)
+    assert openai.requests_reset == pytest.approx(0.12) and openai.tokens_reset == pytest.approx(360)
+    anthropic = RateLimitInfo.from_headers({"anthropic-ratelimit-requests-limit": "50",
+                                            "anthropic-ratelimit-requests-remaining": "49",
+                                            "anthropic-ratelimit-input-tokens-limit": "30000",
+                                            "anthropic-ratelimit-input-tokens-remaining": "28000",
+                                            "anthropic-ratelimit-tokens-limit": "90000"})
+    assert (anthropic.requests_limit, anthropic.tokens_limit, anthropic.tokens_remaining) == (50, 30000, 28000)
+    assert RateLimitInfo.from_headers({"content-type": "application/json"}) is None
 
 
 def test_response_pending_is_neither_retried_nor_recorded(settings, make_request, ledger, sleeps, tmp_path):

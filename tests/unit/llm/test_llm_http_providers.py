@@ -59,8 +59,10 @@ def test_wire_payload_carries_system_prompt_and_budget(protocol, server, setting
     body = server.requests[0].json
     if protocol == "anthropic":
         assert server.requests[0].path == "/v1/messages"
-        assert body["system"] == "You write SOPs."
-        assert body["messages"] == [{"role": "user", "content": "Name three refill steps."}]
+        # The system prompt and the first user message are marked for Anthropic's prompt cache.
+        assert body["system"] == [{"type": "text", "text": "You write SOPs.", "cache_control": {"type": "ephemeral"}}]
+        assert body["messages"] == [{"role": "user", "content": [
+            {"type": "text", "text": "Name three refill steps.", "cache_control": {"type": "ephemeral"}}]}]
         # API version 2026-10-21 rejects sampling parameters, so none is sent.
         assert "temperature" not in body
     else:

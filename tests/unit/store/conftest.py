@@ -11,7 +11,7 @@ import duckdb
 import pytest
 
 from sopforge.llm.types import LLMCallRecord
-from sopforge.store import ArtifactRecord, ArtifactWrite, Store
+from sopforge.store import ArtifactRecord, ArtifactWrite, Store, release_connections
 
 
 @pytest.fixture
@@ -35,6 +35,7 @@ def sql(db_path: Path) -> Callable[..., list[tuple[Any, ...]]]:
     """Run plain SQL against the file the way a user would (read-only, own connection)."""
 
     def run(query: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
+        release_connections()  # calls are written behind: write them before reading the file another way
         con = duckdb.connect(str(db_path), read_only=True)
         try:
             return con.execute(query, params or []).fetchall()

@@ -9,7 +9,7 @@ import duckdb
 import pytest
 
 from sopforge.errors import UserError
-from sopforge.store import Store
+from sopforge.store import Store, release_connections
 from sopforge.store.migrate import load_migrations
 
 DOCUMENTED_TABLES = {"runs", "stage_runs", "artifacts", "artifact_edges", "llm_calls",
@@ -56,6 +56,7 @@ def test_a_reader_migrates_a_database_without_the_schema(db_path):
 
 def test_a_database_from_a_newer_sopforge_is_refused_with_one_line(db_path):
     Store(db_path).check_writable()
+    release_connections()
     con = duckdb.connect(str(db_path))
     con.execute("INSERT INTO schema_migrations VALUES (999, 'future', 'x', now())")
     con.close()

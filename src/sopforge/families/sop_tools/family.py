@@ -33,6 +33,7 @@ from sopforge.families.sop_tools.stages import reference as reference_stage
 from sopforge.families.sop_tools.stages import schema as schema_stage
 from sopforge.families.sop_tools.stages import sop as sop_stage
 from sopforge.families.sop_tools.stages import tools as tools_stage
+from sopforge.families.sop_tools.verify.gx_suite import gx_context
 from sopforge.families.sop_tools.verify.oracle import oracle_check
 
 __all__ = ["FAMILY"]
@@ -71,7 +72,8 @@ STAGES: tuple[StageSpec, ...] = (
         template_ids=(dataset_stage.TEMPLATE_ID,), run=dataset_stage.run,
         make_inputs=lambda spec, up, ctx: dataset_stage.DatasetInputs(
             theme_slug=spec.slug, context=up["context"], schema=up["schema"], sop=up["sop"], n_rows=spec.rows),
-        params=lambda spec: {"rows": spec.rows}, stores_rows=True,
+        params=lambda spec: {"rows": spec.rows}, stores_rows=True, warm_up=gx_context,
+        expected_calls=lambda spec: -(-spec.rows // dataset_stage.DatasetInputs.model_fields["batch_size"].default),
         render=render.dataset_markdown, table=TableView(render.dataset_sample, "first dataset rows"),
     ),
     StageSpec(
@@ -101,6 +103,7 @@ STAGES: tuple[StageSpec, ...] = (
             n_tools=hardening(spec).distractor_tools, n_fields=hardening(spec).distractor_fields,
             seed=hardening(spec).seed),
         params=lambda spec: hardening(spec).model_dump(include={"distractor_tools", "distractor_fields", "seed"}),
+        expected_calls=lambda spec: bool(hardening(spec).distractor_tools) + bool(hardening(spec).distractor_fields),
         render=render.distractors_markdown,
     ),
     StageSpec(
@@ -110,6 +113,9 @@ STAGES: tuple[StageSpec, ...] = (
             theme_slug=spec.slug, context=up["context"], schema=up["schema"], sop=up["sop"], tools=up["tools"],
             ground_truth=up["reference"], hardening=hardening(spec)),
         params=lambda spec: hardening(spec).model_dump(include={"sop_variants", "dialogues", "max_retries", "seed"}),
+        # a generator and a judge per variant type; the instruction document; per dialogue, itself
+        # and a rewrite and a verification per operator
+        expected_calls=lambda spec: 2 * len(hardening(spec).sop_variants) + 1 + 7 * hardening(spec).dialogues,
         render=render.manipulations_markdown,
     ),
     StageSpec(

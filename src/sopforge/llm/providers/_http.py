@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from email.utils import parsedate_to_datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 from sopforge.errors import ProviderError
+from sopforge.llm.limits import RateLimitInfo
 
 # 408 request timeout, 409 conflict (Anthropic uses it for transient lock contention),
 # 429 rate limit; every 5xx including Anthropic's 529 "overloaded" is the server's problem.
 RETRYABLE_STATUSES = frozenset({408, 409, 429})
 _MAX_MESSAGE_CHARS = 500
+_LOOPBACK = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
 
 _KEY_HINTS = {401: "check the API key", 403: "the API key lacks permission for this model",
               404: "check the model name and base URL"}
@@ -86,7 +90,46 @@ def status_error(provider: str, status: int, message: str | None,
     text = f"{provider} returned HTTP {status}: {detail}" + (f" ({hint})" if hint else "")
     retryable = is_retryable_status(status)
     retry_after = parse_retry_after(headers) if retryable else None
-    return ProviderError(text, retryable=retryable, retry_after=retry_after, status=status)
+    return ProviderError(text, retryable=retryable, retry_after=retry_after, status=status,
+                         rate_limit=RateLimitInfo.from_headers(headers))
+
+
+def connection_error(provider: str, base_url: str | None, cause: BaseException) -> ProviderError:
+    """A failed connection. Refused on a loopback address means no server is running there: retrying
+    for a minute cannot help, so it fails at once with what to do (a remote refusal is retried)."""
+    host = urlsplit(base_url).hostname if base_url else None
+    refused = isinstance(cause, ConnectionRefusedError) or "connection refused" in str(cause).lower() \
+        or "errno 111" in str(cause).lower()
+    if refused and host in _LOOPBACK:
+        return ProviderError(f"{provider}: nothing is listening at {base_url} (connection refused): start the "
+                             "server or fix --base-url", retryable=False)
+    return ProviderError(f"{provider}: connection failed: {cause}", retryable=True)
+
+
+@contextmanager
+def sdk_errors(provider: str, base_url: str | None, timeout: float, sdk: Any, base_error: type) -> Iterator[None]:
+    """Turn what an SDK raises into ``ProviderError`` (the openai and anthropic SDKs name their
+    exception classes alike); ``base_error`` is the SDK's root class."""
+    try:
+        yield
+    except sdk.APIStatusError as err:
+        message = getattr(err, "api_message", None) or server_message(err.body)
+        raise status_error(provider, err.status_code, message, err.response.headers) from None
+    except sdk.APITimeoutError:
+        raise ProviderError(f"{provider}: no response within {timeout:g}s", retryable=True) from None
+    except sdk.APIConnectionError as err:
+        raise connection_error(provider, base_url, root_cause(err)) from None
+    except sdk.APIResponseValidationError as err:
+        raise malformed(provider, str(err), err.status_code) from None
+    except base_error as err:
+        raise ProviderError(f"{provider}: {type(err).__name__}: {err}", retryable=False) from None
+
+
+def root_cause(err: BaseException) -> BaseException:
+    """The innermost cause of an SDK connection error (httpx wraps the OS error twice)."""
+    while err.__cause__ is not None or err.__context__ is not None:
+        err = err.__cause__ or err.__context__  # type: ignore[assignment]
+    return err
 
 
 def malformed(provider: str, detail: str, status: int | None = 200) -> ProviderError:

@@ -12,7 +12,10 @@ from typing import Any
 import anthropic
 
 from sopforge.errors import ProviderError
-from sopforge.llm.providers._http import as_int, json_body, malformed, server_message, status_error
+from sopforge.llm.limits import RateLimitInfo
+from sopforge.llm.providers._http import (
+    as_int, json_body, malformed, sdk_errors,
+)
 from sopforge.llm.types import LLMRequest, LLMResponse
 
 NAME = "anthropic"
@@ -36,6 +39,10 @@ class AnthropicProvider:
         self.timeout = timeout
         self._client = anthropic.Anthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
 
+    def _errors(self):
+        """Map this SDK's exceptions to ProviderError (a context manager)."""
+        return sdk_errors(NAME, self.base_url, self.timeout, anthropic, anthropic.AnthropicError)
+
     def __repr__(self) -> str:
         return f"AnthropicProvider(base_url={self.base_url!r}, timeout={self.timeout})"
 
@@ -52,29 +59,72 @@ class AnthropicProvider:
             ProviderError: on any HTTP, transport or body problem; ``retryable`` says whether
                 trying again can help.
         """
-        kwargs: dict[str, Any] = {
-            "model": request.model,
-            "max_tokens": request.max_tokens,
-            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
-        }
-        if request.system:
-            kwargs["system"] = request.system
-        try:
+        kwargs = message_params(request)
+        with self._errors():
             raw = self._client.messages.with_raw_response.create(**kwargs)
-            text = raw.http_response.text
-        except anthropic.APIStatusError as err:
-            raise status_error(NAME, err.status_code, err.api_message or server_message(err.body),
-                               err.response.headers) from None
-        except anthropic.APITimeoutError:
-            raise ProviderError(f"{NAME}: no response within {self.timeout:g}s", retryable=True) from None
-        except anthropic.APIConnectionError as err:
-            cause = err.__cause__ or err
-            raise ProviderError(f"{NAME}: connection failed: {cause}", retryable=True) from None
-        except anthropic.APIResponseValidationError as err:
-            raise malformed(NAME, str(err), err.status_code) from None
-        except anthropic.AnthropicError as err:
-            raise ProviderError(f"{NAME}: {type(err).__name__}: {err}", retryable=False) from None
-        return parse_message(text, request)
+            text, headers = raw.http_response.text, raw.http_response.headers
+        response = parse_message(text, request)
+        return response.model_copy(update={"rate_limit": RateLimitInfo.from_headers(headers)})
+
+    # -- Message Batches (sopforge.llm.batch) ------------------------------------------------------
+    def submit_batch(self, requests: dict[str, LLMRequest]) -> str:
+        """Create a message batch of the requests; returns its id."""
+        with self._errors():
+            return self._client.messages.batches.create(
+                requests=[{"custom_id": cid, "params": message_params(r)} for cid, r in requests.items()]).id
+
+    def batch_status(self, job_id: str) -> str:
+        """``pending`` or ``ended`` (an ended batch reports each request's own outcome)."""
+        with self._errors():
+            status = self._client.messages.batches.retrieve(job_id).processing_status
+        return "ended" if status == "ended" else "pending"
+
+    def batch_results(self, job_id: str, requests: dict[str, LLMRequest]) -> dict[str, LLMResponse | ProviderError]:
+        """Each request's answer (or error) by custom id."""
+        found: dict[str, LLMResponse | ProviderError] = {}
+        with self._errors():
+            for item in self._client.messages.batches.results(job_id):
+                request = requests.get(item.custom_id)
+                if request is None:
+                    continue
+                if item.result.type == "succeeded":
+                    parsed = parse_message(item.result.message.model_dump_json(), request)
+                    found[item.custom_id] = parsed.model_copy(update={"batch_id": job_id})
+                else:  # errored, canceled, expired: asked again (in a new batch) by the gateway's retries
+                    found[item.custom_id] = ProviderError(f"{NAME} batch {job_id}: request {item.result.type}",
+                                                          retryable=True)
+        return found
+
+
+CACHE_CONTROL = {"type": "ephemeral"}
+
+
+def message_params(request: LLMRequest) -> dict[str, Any]:
+    """The Messages API parameters of ``request``, with prompt-cache breakpoints.
+
+    Every stage sends its long shared material in the first user message. That message is marked
+    for Anthropic's prompt cache (``cache_control`` on its content block), and when its template
+    marks where the shared prefix ends (``{# cache-break #}``, see ``sopforge.prompts``) the message
+    is split there and the prefix alone is marked, so the other items of the stage (each SOP
+    variant type, each dialogue) read the prefix from the cache too. Re-asks resend the first
+    message unchanged and read it from the cache. A system prompt is marked as well. That is at
+    most three of the four breakpoints a request may carry. Prompts below the model's minimum
+    cacheable length are simply not cached.
+    """
+    messages: list[dict[str, Any]] = []
+    for i, m in enumerate(request.messages):
+        if i == 0 and m.role == "user":
+            cut = m.cache_prefix if m.cache_prefix and 0 < m.cache_prefix < len(m.content) else len(m.content)
+            blocks = [{"type": "text", "text": m.content[:cut], "cache_control": CACHE_CONTROL}]
+            if cut < len(m.content):
+                blocks.append({"type": "text", "text": m.content[cut:]})
+            messages.append({"role": "user", "content": blocks})
+        else:
+            messages.append({"role": m.role, "content": m.content})
+    params: dict[str, Any] = {"model": request.model, "max_tokens": request.max_tokens, "messages": messages}
+    if request.system:
+        params["system"] = [{"type": "text", "text": request.system, "cache_control": CACHE_CONTROL}]
+    return params
 
 
 def parse_message(text: str, request: LLMRequest) -> LLMResponse:
@@ -90,12 +140,16 @@ def parse_message(text: str, request: LLMRequest) -> LLMResponse:
     answer = "".join(block.get("text") or "" for block in content
                      if isinstance(block, dict) and block.get("type") == "text")
     usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+    # Anthropic's input_tokens excludes the tokens read from or written to the cache; sopforge's
+    # input_tokens is every prompt token (as OpenAI counts), with the cached ones a part of it.
+    read, written = as_int(usage.get("cache_read_input_tokens")), as_int(usage.get("cache_creation_input_tokens"))
     return LLMResponse(
         text=answer,
         provider=NAME,
         model=str(body.get("model") or request.model),
-        input_tokens=as_int(usage.get("input_tokens")),
+        input_tokens=as_int(usage.get("input_tokens")) + read + written,
         output_tokens=as_int(usage.get("output_tokens")),
-        cached_tokens=as_int(usage.get("cache_read_input_tokens")),
+        cached_tokens=read,
+        cache_write_tokens=written,
         raw=body,
     )

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from sopforge.ask import StageResult, failed_with_answers
-from sopforge.checks import CheckResult, check
+from sopforge.checks import check
 from sopforge.families.probe.asker import Asker, numbered
 from sopforge.families.probe.models.bottlenecks import (
     ActionList, BottleneckList, BottleneckSet, PersonaBottlenecks, SolverVerdict,

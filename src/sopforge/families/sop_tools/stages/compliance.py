@@ -46,7 +46,7 @@ from sopforge.families.sop_tools.models.instructions import (
 )
 from sopforge.families.sop_tools.models.sop import SOPDocument
 from sopforge.settings import Settings
-from sopforge.ask import ask_keeping_answers
+from sopforge.ask import ask_keeping_answers, fan_out
 from sopforge.families.sop_tools.verify.compliance_checks import (
     balance_check, check_dialogue, check_instruction_document, length_parity_check, manipulation_problem,
     style_problems,
@@ -185,6 +185,10 @@ class _Asker:
         self.registry, self.feedback = registry, feedback
         self.raw_texts: list[str] = []
 
+    def fork(self) -> _Asker:
+        """The same settings with its own raw answers: one per item asked concurrently."""
+        return _Asker(self.llm, self.settings, self.model, self.temperature, self.registry, self.feedback)
+
     def ask(self, template_id: str, key: str, parse_and_check, **params: Any):
         rendered = self.registry.render(template_id, **params)
         return ask_keeping_answers(self.raw_texts, self.llm, rendered, parse_and_check=parse_and_check, stage=STAGE,
@@ -218,13 +222,29 @@ def make_compliance(inputs: ComplianceInputs, *, llm: LLMClient, settings: Setti
     document, doc_checks, attempts = _instruction_document(asker, inputs, labels, funnel)
     result = ComplianceResult(document=document, checks=list(doc_checks), attempts=attempts)
     decision_field = inputs.data_schema.decisions[0].name if inputs.data_schema.decisions else ""
-    for task in sample_tasks(inputs.ground_truth.tasks, decision_field, inputs.n_dialogues, inputs.seed):
-        dialogue = _dialogue(asker, inputs, document, task, labels, task_label(task, decision_field), funnel)
+    tasks = sample_tasks(inputs.ground_truth.tasks, decision_field, inputs.n_dialogues, inputs.seed)
+
+    def dialogue_and_pairs(task: Task) -> tuple[Dialogue | None, list[ComplianceItem], _Asker, Funnel]:
+        # Each task's dialogue, then its three operators at once; answers and funnel entries are the
+        # item's own and merged below in task order, so the artifact never depends on timing.
+        mine, counted = asker.fork(), Funnel()
+        dialogue = _dialogue(mine, inputs, document, task, labels, task_label(task, decision_field), counted)
         if dialogue is None:
-            continue
-        result.dialogues.append(dialogue)
-        for kind in KINDS:
-            result.items += _pair(asker, inputs, document, dialogue, kind, funnel)
+            return None, [], mine, counted
+        pairs = fan_out(lambda kind: _pair_alone(mine, inputs, document, dialogue, kind), KINDS, "operator")
+        items = []
+        for twins, pair_asker, pair_funnel in pairs:
+            items += twins
+            mine.raw_texts += pair_asker.raw_texts
+            counted.extend(pair_funnel)
+        return dialogue, items, mine, counted
+
+    for dialogue, items, mine, counted in fan_out(dialogue_and_pairs, tasks, "dialogue"):
+        asker.raw_texts += mine.raw_texts
+        funnel.extend(counted)
+        if dialogue is not None:
+            result.dialogues.append(dialogue)
+            result.items += items
     result.raw_texts = asker.raw_texts
     result.checks += [balance_check(result.items), length_parity_check(result.items),
                       check("compliance.pairs_kept", bool(result.items) or not inputs.n_dialogues,
@@ -280,6 +300,13 @@ def _dialogue(asker: _Asker, inputs: ComplianceInputs, document: InstructionDocu
         return None
     funnel.item("dialogue", "dialogue", task.task_id, verified=True, kept=True, retried=retried)
     return dialogue.model_copy(update={"section_id": section.id, "section_f1": render_block(section)})
+
+
+def _pair_alone(asker: _Asker, inputs: ComplianceInputs, document: InstructionDocument, dialogue: Dialogue,
+                kind: ManipulationType) -> tuple[list[ComplianceItem], _Asker, Funnel]:
+    """:func:`_pair` with its own asker and funnel, for running the operators concurrently."""
+    mine, counted = asker.fork(), Funnel()
+    return _pair(mine, inputs, document, dialogue, kind, counted), mine, counted
 
 
 def _pair(asker: _Asker, inputs: ComplianceInputs, document: InstructionDocument, dialogue: Dialogue,

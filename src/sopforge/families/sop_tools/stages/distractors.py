@@ -42,7 +42,7 @@ from sopforge.families.sop_tools.models.ground_truth import GroundTruth
 from sopforge.families.sop_tools.models.sop import SOPDocument
 from sopforge.families.sop_tools.models.tools import ToolsArtifact
 from sopforge.settings import Settings
-from sopforge.ask import StageResult, ask_keeping_answers
+from sopforge.ask import StageResult, ask_keeping_answers, fan_out
 from sopforge.families.sop_tools.stages.tools import SAMPLE_ROWS, allowed_imports_text, sample_csv
 from sopforge.families.sop_tools.verify.distractor_fields import verify_field_candidates
 from sopforge.families.sop_tools.verify.distractor_tools import baseline_problem, verify_distractor_tools
@@ -126,19 +126,16 @@ def run(inputs: DistractorsInputs, *, llm: LLMClient, settings: Settings, model:
                             "re-run the reference stage first")
     shared = {"business_context": inputs.context.to_prompt_text(), "sop_file_contents": inputs.sop.to_prompt_text()}
     raw_texts: list[str] = []
-    results: list[tuple[RenderedPrompt, StageResult]] = []
     funnel = Funnel()
 
-    def ask(step: str, rendered: RenderedPrompt, parse_and_check) -> StageResult:
-        result = ask_keeping_answers(raw_texts, llm, rendered, step=step, parse_and_check=parse_and_check,
+    def ask(step: str, rendered: RenderedPrompt, parse_and_check) -> tuple[RenderedPrompt, StageResult, list[str]]:
+        answers: list[str] = []  # the step's own: the two asks run side by side and merge in order
+        result = ask_keeping_answers(answers, llm, rendered, step=step, parse_and_check=parse_and_check,
                                      stage=STAGE, call_key_prefix=f"{inputs.theme_slug}/{STAGE}/{step}",
                                      settings=settings, model=model, temperature=temperature, feedback=feedback)
-        results.append((rendered, result))
-        return result
+        return rendered, result, answers
 
-    tools: list[DistractorTool] = []
-    code = ""
-    if inputs.n_tools:
+    def ask_tools() -> tuple[RenderedPrompt, StageResult, list[str]]:
         def parse_tools(raw: str) -> tuple[_ToolsOutcome, list[CheckResult]]:
             answer = parse_tools_answer(raw)
             checked, kept_code, checks = verify_distractor_tools(
@@ -154,14 +151,9 @@ def run(inputs: DistractorsInputs, *, llm: LLMClient, settings: Settings, model:
             real_tool_names=", ".join(n for n in base.toolspecs.names if isinstance(n, str)),
             reserved_names=", ".join(reserved), sample_data=sample_csv(dataset), id_field=dataset.id_field,
             n_tools=str(inputs.n_tools), allowed_imports=allowed_imports_text())
-        result = ask("tools", rendered, parse_tools)
-        tools, code = result.artifact.tools, result.artifact.code
-        for t in tools:
-            funnel.item("distractor_tool", t.kind, t.name, verified=t.kept, kept=t.kept, retried=result.attempts > 1,
-                        reason=t.reason)
+        return ask("tools", rendered, parse_tools)
 
-    fields: list[DistractorField] = []
-    if inputs.n_fields:
+    def ask_fields() -> tuple[RenderedPrompt, StageResult, list[str]]:
         with tempfile.TemporaryDirectory(prefix="sopforge-distractor-fields-") as tmp:
             bundle = write_bundle(Path(tmp) / "bundle", tool_code=base.code.source, toolspecs=base.toolspecs.specs,
                                   procedure_source=gt.procedure.source, rows=dataset.rows, schema=schema)
@@ -178,19 +170,34 @@ def run(inputs: DistractorsInputs, *, llm: LLMClient, settings: Settings, model:
                 FIELDS_TEMPLATE, **shared, sample_schema=schema.to_prompt_text(),
                 decision_fields=", ".join(f.name for f in schema.decisions),
                 sample_data=dataset.to_prompt_text(max_rows=SAMPLE_ROWS), n_fields=str(inputs.n_fields))
-            result = ask("fields", rendered, parse_fields)
-        fields = result.artifact.fields
-        for f in fields:
-            funnel.item("distractor_field", f.origin, f.name, verified=f.kept, kept=f.kept,
-                        retried=result.attempts > 1, reason="" if f.kept else f.reason)
+            return ask("fields", rendered, parse_fields)
+
+    steps = [step for step, n in ((ask_tools, inputs.n_tools), (ask_fields, inputs.n_fields)) if n]
+    results = fan_out(lambda step: step(), steps, "ask")
+    for _, _, answers in results:
+        raw_texts += answers
+    tools: list[DistractorTool] = []
+    code = ""
+    fields: list[DistractorField] = []
+    for _, result, _ in results:
+        if isinstance(result.artifact, _ToolsOutcome):
+            tools, code = result.artifact.tools, result.artifact.code
+            for t in tools:
+                funnel.item("distractor_tool", t.kind, t.name, verified=t.kept, kept=t.kept,
+                            retried=result.attempts > 1, reason=t.reason)
+        else:
+            fields = result.artifact.fields
+            for f in fields:
+                funnel.item("distractor_field", f.origin, f.name, verified=f.kept, kept=f.kept,
+                            retried=result.attempts > 1, reason="" if f.kept else f.reason)
 
     artifact = DistractorSet(tools=tools, fields=fields, code=code, seed=inputs.seed, funnel=funnel.rows(),
                              drops=funnel.drops)
     first = results[0][0] if results else _identity(registry, shared, inputs)
     return StageResult[DistractorSet](
-        artifact=artifact, checks=[c for _, r in results for c in r.checks], template_id=first.template_id,
+        artifact=artifact, checks=[c for _, r, _ in results for c in r.checks], template_id=first.template_id,
         template_hash=first.template_hash, prompt_hash=first.prompt_hash, model=model,
-        attempts=sum(r.attempts for _, r in results), raw_texts=raw_texts)
+        attempts=sum(r.attempts for _, r, _ in results), raw_texts=raw_texts)
 
 
 def _identity(registry: PromptRegistry, shared: dict[str, Any], inputs: DistractorsInputs) -> RenderedPrompt:

@@ -28,7 +28,7 @@ from sopforge.families.sop_tools.models.sop import SOPDocument
 from sopforge.families.sop_tools.models.tools import ToolsArtifact
 from sopforge.settings import Settings
 from sopforge.families.sop_tools.stages import compliance, sop_variants
-from sopforge.ask import StageResult
+from sopforge.ask import StageResult, fan_out
 from sopforge.families.sop_tools.options import HardeningSpec
 
 __all__ = ["STAGE", "TEMPLATE_IDS", "ManipulationsInputs", "run"]
@@ -65,15 +65,24 @@ def run(inputs: ManipulationsInputs, *, llm: LLMClient, settings: Settings, mode
     registry = registry or default_registry(settings)
     spec, funnel = inputs.hardening, Funnel()
     common = {"llm": llm, "settings": settings, "model": model, "temperature": temperature, "registry": registry,
-              "funnel": funnel, "feedback": feedback}
-    variants = sop_variants.make_variants(sop_variants.VariantInputs(
-        theme_slug=inputs.theme_slug, context=inputs.context, data_schema=inputs.data_schema, sop=inputs.sop,
-        tool_names=[str(n) for n in inputs.tools.toolspecs.names], ground_truth=inputs.ground_truth,
-        variant_types=spec.sop_variants, max_retries=spec.max_retries), **common)
-    pairs = compliance.make_compliance(compliance.ComplianceInputs(
-        theme_slug=inputs.theme_slug, context=inputs.context, data_schema=inputs.data_schema, sop=inputs.sop,
-        ground_truth=inputs.ground_truth, n_dialogues=spec.dialogues, max_retries=spec.max_retries,
-        seed=spec.seed), **common)
+              "feedback": feedback}
+    variant_funnel, compliance_funnel = Funnel(), Funnel()  # the two parts run side by side
+
+    def make_variants() -> sop_variants.VariantsResult:
+        return sop_variants.make_variants(sop_variants.VariantInputs(
+            theme_slug=inputs.theme_slug, context=inputs.context, data_schema=inputs.data_schema, sop=inputs.sop,
+            tool_names=[str(n) for n in inputs.tools.toolspecs.names], ground_truth=inputs.ground_truth,
+            variant_types=spec.sop_variants, max_retries=spec.max_retries), funnel=variant_funnel, **common)
+
+    def make_compliance() -> compliance.ComplianceResult:
+        return compliance.make_compliance(compliance.ComplianceInputs(
+            theme_slug=inputs.theme_slug, context=inputs.context, data_schema=inputs.data_schema, sop=inputs.sop,
+            ground_truth=inputs.ground_truth, n_dialogues=spec.dialogues, max_retries=spec.max_retries,
+            seed=spec.seed), funnel=compliance_funnel, **common)
+
+    variants, pairs = fan_out(lambda part: part(), [make_variants, make_compliance], "part")
+    funnel.extend(variant_funnel)
+    funnel.extend(compliance_funnel)
     artifact = ManipulationSet(seed=spec.seed, variants=variants.variants, instructions=pairs.document,
                                dialogues=pairs.dialogues, compliance=pairs.items, funnel=funnel.rows(),
                                drops=funnel.drops)

@@ -48,7 +48,7 @@ from sopforge.families.sop_tools.models.sop_variants import (
     unified_diff,
 )
 from sopforge.settings import Settings
-from sopforge.ask import ask_keeping_answers
+from sopforge.ask import ask_keeping_answers, fan_out
 from sopforge.families.sop_tools.options import SOP_BENCH_VARIANTS, TELLER_VARIANTS, known_variant_types
 from sopforge.families.sop_tools.verify.sop_variant_checks import check_variant, numbers_in, threshold_stated_in
 
@@ -266,9 +266,10 @@ def make_variants(inputs: VariantInputs, *, llm: LLMClient, settings: Settings, 
     variants: list[SOPVariant] = []
     raw_texts: list[str] = []
     dropped: dict[str, str] = {}
-    for variant_type in inputs.variant_types:
-        outcome = _make_one(inputs, variant_type, llm=llm, settings=settings, model=model, temperature=temperature,
-                            judge_temperature=judge_temperature, registry=registry, feedback=feedback)
+    outcomes = fan_out(lambda variant_type: _make_one(
+        inputs, variant_type, llm=llm, settings=settings, model=model, temperature=temperature,
+        judge_temperature=judge_temperature, registry=registry, feedback=feedback), inputs.variant_types, "variant")
+    for variant_type, outcome in zip(inputs.variant_types, outcomes):
         raw_texts += outcome.raw_texts
         kept = outcome.variant is not None
         funnel.item(COMPONENT, variant_type, variant_type, verified=kept, kept=kept, retried=outcome.cycles > 1,

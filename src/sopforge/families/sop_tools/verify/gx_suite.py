@@ -83,9 +83,15 @@ def _typed_ok(f: FieldSpec, value: Any) -> bool:
     return type(value) is str
 
 
+_IMPORTING = threading.Lock()
+
+
 def _gx() -> Any:
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
-    import great_expectations
+    # One thread imports at a time: the flow warms GX up in the background (StageSpec.warm_up), and a
+    # second thread importing the same package meanwhile could see it half initialised.
+    with _IMPORTING:
+        import great_expectations
 
     return great_expectations
 

@@ -1,0 +1,77 @@
+"""One Prefect server per SOPFORGE_HOME, started by the first command and shared by the others.
+
+Issue 15: two generate processes on one home each started an ephemeral Prefect server on the same
+database, and one exited 1 with ObjectNotFound. Now the first starts the home's background server
+(the second waits for it instead of starting its own) and both report to it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import httpx
+import pytest
+
+from cli_support import ROOT, SOPFORGE, quiet_env
+
+DEMO = "examples/themes/pharmacy_refills.yaml"
+
+
+@pytest.fixture
+def home(tmp_path):
+    """A home whose background Prefect server is stopped at the end, whatever happened."""
+    home = tmp_path / "home"
+    yield home
+    state = home / "prefect" / "server.json"
+    if state.exists():
+        pid = json.loads(state.read_text())["pid"]
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        for _ in range(100):
+            if not state.exists():
+                break
+            time.sleep(0.2)
+
+
+def sopforge(home, *args: str) -> subprocess.Popen:
+    # No PREFECT_API_URL: each command finds (or starts) the home's own server.
+    env = quiet_env(SOPFORGE_HOME=str(home), SOPFORGE_PREFECT_IDLE_SECONDS="60")
+    return subprocess.Popen([*SOPFORGE, *args], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def finished(proc: subprocess.Popen) -> tuple[int, dict, str]:
+    out, err = proc.communicate(timeout=600)
+    return proc.returncode, json.loads(out) if proc.returncode == 0 else {}, err
+
+
+@pytest.mark.timeout(900)
+def test_two_generates_on_one_home_share_one_prefect_server_and_both_complete(home):
+    first, second = sopforge(home, "generate", DEMO, "--json"), sopforge(home, "generate", DEMO, "--json")
+    (code_a, run_a, err_a), (code_b, run_b, err_b) = finished(first), finished(second)
+    assert code_a == 0, err_a
+    assert code_b == 0, err_b
+    assert run_a["status"] == run_b["status"] == "succeeded"
+
+    server = json.loads((home / "prefect" / "server.json").read_text())
+    api = server["api_url"]
+    flow_runs = httpx.post(f"{api}/flow_runs/filter", json={
+        "flow_runs": {"name": {"any_": [run_a["run_id"], run_b["run_id"]]}}}, timeout=30).json()
+    assert sorted(fr["state_type"] for fr in flow_runs) == ["COMPLETED", "COMPLETED"]
+    for flow_run in flow_runs:
+        task_runs = httpx.post(f"{api}/task_runs/filter", json={
+            "flow_runs": {"id": {"any_": [flow_run["id"]]}}, "limit": 200}, timeout=30).json()
+        stages = {t["name"]: t["state_type"] for t in task_runs if ":" not in t["name"]}
+        assert stages and set(stages.values()) == {"COMPLETED"}, stages
+
+    # A later command reuses the same server: no second start-up.
+    code, rerun, err = finished(sopforge(home, "rerun", run_a["run_id"], "--json"))
+    assert code == 0, err
+    assert rerun["llm_calls"] == 0 and {s["status"] for s in rerun["stages"]} == {"reused"}
+    assert json.loads((home / "prefect" / "server.json").read_text())["pid"] == server["pid"]
