@@ -34,7 +34,7 @@ from .records import (
     StageRunRecord,
     ValidationRecord,
 )
-from .redact import scrub
+from .redact import redact_text, scrub
 from .summary import build_summary
 
 __all__ = ["DEFAULT_LOCK_TIMEOUT", "Store"]
@@ -84,7 +84,7 @@ class Store(StoreBase):
             if not q.fetch_one(con, "SELECT id FROM runs WHERE id = ?", [run_id]):
                 raise ValueError(f"unknown run {run_id!r}")
             con.execute("UPDATE runs SET status = ?, error = ?, flow_run_id = coalesce(?, flow_run_id), "
-                        "updated_at = ? WHERE id = ?", [status, error, flow_run_id, q.now(), run_id])
+                        "updated_at = ? WHERE id = ?", [status, redact_text(error), flow_run_id, q.now(), run_id])
 
     def get_run(self, run_id_or_prefix: str) -> RunRecord:
         """The run with this id, or the only run whose id starts with it (``r-`` optional).
@@ -144,7 +144,7 @@ class Store(StoreBase):
         """
         require(status, typing.Literal["succeeded", "failed"], "stage status")
         with self._write() as con, transaction(con):
-            q.finish_stage_run(con, stage_run_id, status, artifact_id=artifact_id, error=error)
+            q.finish_stage_run(con, stage_run_id, status, artifact_id=artifact_id, error=redact_text(error))
 
     def record_reuse(self, run_id: str, stage: str, artifact_id: str, family: str | None = None) -> str:
         """Record that ``run_id`` reuses an existing artifact for ``stage`` instead of
@@ -229,7 +229,8 @@ class Store(StoreBase):
         if write.funnel:
             q.insert_funnel(con, artifact_id, write.run_id, write.stage, write.funnel, family=write.family)
         if write.stage_run_id:
-            q.finish_stage_run(con, write.stage_run_id, stage_status, artifact_id=artifact_id, error=stage_error)
+            q.finish_stage_run(con, write.stage_run_id, stage_status, artifact_id=artifact_id,
+                               error=redact_text(stage_error))
         return artifact_id
 
     def dataset_rows(self, artifact_id: str) -> list[dict[str, Any]]:
@@ -371,7 +372,10 @@ class Store(StoreBase):
     # --- LLM calls (CallLedger) -------------------------------------------------------
 
     def record_call(self, record: LLMCallRecord) -> None:
-        """Store one LLM call (successful or not); secrets in ``params`` are redacted."""
+        """Store one LLM call (successful or not); secrets in ``params`` and key-like fragments in
+        its error text are redacted."""
+        if record.error:
+            record = record.model_copy(update={"error": redact_text(record.error)})
         with self._write() as con:
             q.insert_call(con, record, scrub(record.params))
 
