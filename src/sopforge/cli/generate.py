@@ -199,6 +199,7 @@ def generate(
     settings = load_settings(home=home)
     store = Store(settings.db_path)
     store.check_writable()
+    store.mark_interrupted()  # runs whose process was killed stop looking 'running' in plain SQL too
     config = run_config(spec, base_dir, settings)
     execute_run(store, settings, spec, config, as_json=as_json, started=started)
 

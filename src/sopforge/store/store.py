@@ -19,6 +19,7 @@ from . import queries as q
 from . import review_queries as rq
 from .base import DEFAULT_LOCK_TIMEOUT, StoreBase, require, transaction
 from .records import (
+    LIVE_STATUSES,
     REUSABLE_STATUSES,
     ArtifactRecord,
     ArtifactStatus,
@@ -34,6 +35,7 @@ from .records import (
     StageRunRecord,
     ValidationRecord,
 )
+from .owner import Owner
 from .redact import redact_text, scrub
 from .summary import build_summary
 
@@ -53,7 +55,7 @@ class Store(StoreBase):
     # --- runs -------------------------------------------------------------------------
 
     def create_run(self, theme: str, theme_slug: str, config: dict[str, Any]) -> str:
-        """Record a new run with status ``running``.
+        """Record a new run with status ``running``, owned by this process.
 
         Args:
             theme: The business theme as given.
@@ -68,8 +70,53 @@ class Store(StoreBase):
             run_id = q.new_id("r", 10)
             while q.fetch_one(con, "SELECT id FROM runs WHERE id = ?", [run_id]):
                 run_id = q.new_id("r", 10)
-            q.insert_run(con, run_id, theme, theme_slug, safe_config)
+            q.insert_run(con, run_id, theme, theme_slug, safe_config, Owner.current())
         return run_id
+
+    def claim_run(self, run_id: str, flow_run_id: str | None = None) -> None:
+        """Mark the run ``running`` and owned by this process (the one about to execute it).
+
+        Raises:
+            ValueError: Unknown run id.
+        """
+        owner = Owner.current()
+        with self._write() as con, transaction(con):
+            if not q.fetch_one(con, "SELECT id FROM runs WHERE id = ?", [run_id]):
+                raise ValueError(f"unknown run {run_id!r}")
+            ts = q.now()
+            con.execute("UPDATE runs SET status = 'running', error = NULL, flow_run_id = coalesce(?, flow_run_id), "
+                        "owner_host = ?, owner_pid = ?, owner_started = ?, heartbeat_at = ?, updated_at = ? "
+                        "WHERE id = ?", [flow_run_id, owner.host, owner.pid, owner.started, ts, ts, run_id])
+
+    def heartbeat(self, run_id: str) -> None:
+        """Refresh the run's sign of life, if this process still owns it."""
+        owner = Owner.current()
+        with self._write() as con, transaction(con):
+            con.execute("UPDATE runs SET heartbeat_at = ? WHERE id = ? AND owner_host = ? AND owner_pid = ?",
+                        [q.now(), run_id, owner.host, owner.pid])
+
+    def mark_interrupted(self) -> list[str]:
+        """Record as ``interrupted`` every running or paused run whose process is gone.
+
+        Readers already show such runs as interrupted; this writes it down, so plain SQL agrees:
+        the run's status and error, its stage attempts still ``running``, and its open review
+        requests (expired: nobody waits at that gate any more).
+
+        Returns:
+            The ids of the runs marked.
+        """
+        with self._write() as con, transaction(con):
+            stale = [r for r in (RunRecord(**row) for row in q.fetch_dicts(
+                con, "SELECT * FROM runs WHERE list_contains(?, status)", [list(LIVE_STATUSES)])) if q.owner_gone(r)]
+            ts = q.now()
+            for run in stale:
+                con.execute("UPDATE runs SET status = 'interrupted', error = coalesce(error, ?), updated_at = ? "
+                            "WHERE id = ?", [q.interrupted_error(run), ts, run.id])
+                con.execute("UPDATE stage_runs SET status = 'interrupted', finished_at = ?, error = ? "
+                            "WHERE run_id = ? AND status = 'running'", [ts, "interrupted: its process is gone", run.id])
+                con.execute("UPDATE review_requests SET status = 'expired', closed_at = ? "
+                            "WHERE run_id = ? AND status = 'open'", [ts, run.id])
+        return [r.id for r in stale]
 
     def set_run_status(self, run_id: str, status: RunStatus, error: str | None = None,
                        flow_run_id: str | None = None) -> None:
@@ -107,7 +154,7 @@ class Store(StoreBase):
         """The most recent runs, newest first."""
         with self._read() as con:
             rows = q.fetch_dicts(con, "SELECT * FROM runs ORDER BY created_at DESC, id LIMIT ?", [limit])
-        return [RunRecord(**r) for r in rows]
+        return [q.run_record(r) for r in rows]
 
     def run_summary(self, run_id_or_prefix: str) -> RunSummary:
         """A run with each stage's latest attempt, its artifact, check counts and LLM spend.
