@@ -179,7 +179,7 @@ def generate(
     model: Optional[str] = typer.Option(None, help="Model name for every stage (overrides the file)."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI/Anthropic-compatible server URL (vLLM, Ollama…)."),
     temperature: Optional[float] = typer.Option(None, help="Sampling temperature for every stage."),
-    slug: Optional[str] = typer.Option(None, help="Short [a-z0-9_] name of the domain (default: from the theme)."),
+    slug: Optional[str] = typer.Option(None, help="Short name of the domain, letters a-z, digits and _ (default: from the theme)."),
     rows: Optional[int] = typer.Option(None, help="Dataset rows (tasks) to generate (default 50)."),
     review: Optional[str] = typer.Option(None, help="auto (gates approve when every check passed) or ui (pause for a reviewer)."),
     family: list[str] = typer.Option([], "--family", help="Build this benchmark family (repeatable; default: the "
@@ -189,9 +189,12 @@ def generate(
     home: Optional[Path] = typer.Option(None, help="State folder (default $SOPFORGE_HOME or ./artifacts)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
 ) -> None:
-    """Generate benchmarks from a theme: the shared business context, then every chosen family's stages
-    (sop_tools: schema → SOP → API graph ∥ dataset → tools → reference → distractors ∥ manipulations → package),
-    each validated, reviewed at its gate and stored with its lineage."""
+    """Generate benchmarks from a theme, each stage validated, reviewed at its gate and stored with its lineage.
+
+    Stages: the shared business context, then each chosen family's own (∥: side by side).
+
+    sop_tools: schema → SOP → API graph ∥ dataset → tools → reference → distractors ∥ manipulations → package.
+    """
     started = time.monotonic()
     spec, base_dir = resolve_spec(theme_file, theme, {
         "provider": provider, "model": model, "base_url": base_url, "temperature": temperature, "slug": slug,

@@ -17,7 +17,8 @@ from sopforge.funnel import FunnelRow
 
 from . import queries as q
 from . import review_queries as rq
-from .base import DEFAULT_LOCK_TIMEOUT, StoreBase, require, transaction
+from .base import DEFAULT_LOCK_TIMEOUT, require, transaction
+from .deletion import RunHousekeeping
 from .records import (
     LIVE_STATUSES,
     REUSABLE_STATUSES,
@@ -42,7 +43,7 @@ from .summary import build_summary
 __all__ = ["DEFAULT_LOCK_TIMEOUT", "Store"]
 
 
-class Store(StoreBase):
+class Store(RunHousekeeping):
     """Persistent state of sopforge in one DuckDB file; implements ``CallLedger``.
 
     Args:
