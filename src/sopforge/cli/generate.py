@@ -19,7 +19,7 @@ from sopforge.families import FamilySummary, load_family
 from sopforge.orchestration import executor
 from sopforge.orchestration.flows import load_flow
 from sopforge.orchestration.prefect_env import configure_prefect
-from sopforge.run_request import resolve_spec, run_config
+from sopforge.run_request import resolve_spec, run_config, run_tags
 from sopforge.settings import Settings, load_settings
 from sopforge.store import Store
 from sopforge.theme import ThemeSpec
@@ -223,8 +223,11 @@ def execute_run(store: Store, settings: Settings, spec: ThemeSpec, config: dict[
     progress = _Progress(quiet=as_json)
     executor.add_listener(progress)
     failure: Exception | None = None
+    from prefect import tags  # Prefect is configured above; importing it earlier would miss that
+
     try:
-        flow(run_id=run_id, home=str(settings.home))
+        with tags(*run_tags(spec)):  # the Prefect runs list then shows which theme and families a run is
+            flow(run_id=run_id, home=str(settings.home))
     except Exception as error:  # reported after the summary of what did complete
         failure = error
     finally:

@@ -130,7 +130,7 @@ def run(inputs: PackageInputs, **_: object) -> StageResult[PackageManifest]:
                    "sop_variants": len(variants), "compliance_items": len(inputs.manipulations.compliance)})
     checks: list[CheckResult] = [
         check("package.tasks_present", bool(gt.tasks), "no task has a computed ground truth: nothing to export",
-              tasks=len(gt.tasks)),
+              ok=f"{len(gt.tasks)} tasks exported", tasks=len(gt.tasks)),
         *report.checks(),
     ]
     return StageResult(artifact=manifest, checks=checks, template_id="-", template_hash="-", prompt_hash="-",
