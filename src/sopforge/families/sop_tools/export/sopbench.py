@@ -11,7 +11,6 @@ nothing it would load).
 
 from __future__ import annotations
 
-import csv
 import json
 import re
 import shutil
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from sopforge.errors import UserError, ValidationFailed
-from sopforge.families.sop_tools.export.cells import roundtrip_problems, to_cell
+from sopforge.families.sop_tools.export.cells import roundtrip_problems, to_cell, write_csv
 from sopforge.families.sop_tools.export.metadata import benchmark_stats
 from sopforge.families.sop_tools.models.api_graph import APIGraph
 
@@ -102,9 +101,7 @@ def _cells(rows: list[dict[str, Any]], columns: list[str]) -> list[list[str]]:
 
 def _write_csv(path: Path, columns: list[str], table: list[list[str]]) -> None:
     with path.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f, quoting=csv.QUOTE_MINIMAL, lineterminator="\n")
-        writer.writerow(columns)
-        writer.writerows(table)
+        write_csv(f, columns, table)
 
 
 def write_sopbench_folder(dest: Path, *, name: str, domain: str, description: str, sop_text: str,
