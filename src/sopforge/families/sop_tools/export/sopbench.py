@@ -108,8 +108,8 @@ def write_sopbench_folder(dest: Path, *, name: str, domain: str, description: st
                           toolspecs: list, tools_source: str, rows: list[dict[str, Any]], input_columns: list[str],
                           intermediate_columns: list[str], output_columns: list[str],
                           extra_metadata: dict[str, Any] | None = None, reference_source: str | None = None,
-                          api_graph: APIGraph | None = None, overwrite: bool = False, audit: bool = True,
-                          limits: Any = None) -> Path:
+                          api_graph: APIGraph | None = None, tasks: list[dict[str, Any]] | None = None,
+                          overwrite: bool = False, audit: bool = True, limits: Any = None) -> Path:
     """Write ``<dest>/<name>/`` in SOP-Bench layout and verify it with the audit.
 
     Args:
@@ -130,6 +130,8 @@ def write_sopbench_folder(dest: Path, *, name: str, domain: str, description: st
         reference_source: ``reference_procedure.py`` (``run_procedure(manager, case)``); when
             given, the audit checks every label against it.
         api_graph: the ground-truth API graph, for the TELLER Table 4 figures in ``stats``.
+        tasks: task dicts with ``expected_calls``, for ``stats.mean_expected_calls`` (the run-level
+            ``metadata.json`` reports the same figure from the same tasks).
         overwrite: replace an existing ``<dest>/<name>`` (atomically swapped).
         audit: re-validate the written folder (default; switch off only for benchmarks).
         limits: ``SandboxLimits`` for the audit's sandbox runs.
@@ -158,7 +160,7 @@ def write_sopbench_folder(dest: Path, *, name: str, domain: str, description: st
     n_out = len(output_columns)
     hidden = [c for c in columns if c not in input_columns and c not in output_columns]
     stats = benchmark_stats(sop_text=sop_text, toolspecs=toolspecs, rows=rows, input_columns=input_columns,
-                            output_columns=output_columns, api_graph=api_graph)
+                            output_columns=output_columns, api_graph=api_graph, tasks=tasks)
     metadata = {
         "name": name, "domain": domain, "description": description,
         "input_columns": list(input_columns), "output_columns": list(output_columns),

@@ -1,6 +1,7 @@
-"""What a reviewer reads after the demo: check messages that match their verdict, the SOP's steps one
-per line in ``show --stage sop``, the theme and families as tags in the Prefect runs list, and a bad
-command-line option blamed on the option."""
+"""What a new user reads after the demo: check messages that match their verdict, the SOP's steps one
+per line in ``show --stage sop``, the theme and families as tags in the Prefect runs list, an export
+whose two metadata files agree and whose files share one mode, and a bad command-line option blamed
+on the option."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ FAILURE_WORDING = re.compile(
     r"was kept from|broken by|could not|cannot|is missing|are missing|\bfailed\b|\bfails\b", re.IGNORECASE)
 
 
-def test_after_the_demo_checks_steps_and_tags_read_right(cli, prefect_api):
+def test_after_the_demo_checks_steps_tags_and_export_read_right(cli, prefect_api):
     demo = cli("generate", THEME_FILE, "--json")
     assert demo.code == 0, demo.stderr
     run_id = json.loads(demo.stdout)["run_id"]
@@ -57,6 +58,15 @@ def test_after_the_demo_checks_steps_and_tags_read_right(cli, prefect_api):
                           timeout=30)
     [flow_run] = response.json()
     assert {"sopforge", "pharmacy_refills", "sop_tools"} <= set(flow_run["tags"])
+
+    export = cli.home / "exports" / run_id
+    outer = json.loads((export / "metadata.json").read_text())["stats"]
+    inner = json.loads((export / "pharmacy_refills" / "metadata.json").read_text())["stats"]
+    assert outer["mean_expected_calls"] == inner["mean_expected_calls"] > 0
+    modes = {path.relative_to(export).as_posix(): oct(path.stat().st_mode & 0o777)
+             for path in export.rglob("*") if path.is_file()}
+    assert {"tasks.jsonl", "tasks.parquet", "metadata.json"} <= modes.keys()
+    assert len(set(modes.values())) == 1, modes
 
 
 def test_a_bad_option_is_blamed_on_the_command_line_not_the_theme_file(tmp_path):
