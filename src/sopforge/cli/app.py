@@ -31,7 +31,7 @@ def options(
     show_version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
                                       help="Print the sopforge version and exit."),
 ) -> None:
-    """Turn a business theme into a verified, executable SOP benchmark for LLM agents."""
+    pass  # the app's help (above) describes sopforge; this callback only adds --version
 
 
 app.command("generate")(generate.generate)
