@@ -24,7 +24,7 @@ def resolve_spec(theme_file: Path | None, theme: str | None, overrides: dict[str
                  option_label: str | None = None) -> tuple[ThemeSpec, Path | None]:
     """Build the ThemeSpec from a file or ``--theme``; command-line options win over the file.
 
-    An invalid option is reported as that option (``--rows: ...``), not as an error in the file;
+    An invalid option is reported as that option (``--rows -5: ...``), not as an error in the file;
     ``option_label`` spells an override's origin otherwise (``"parameter {}"`` for a flow).
     """
     if theme_file is not None and theme is not None:
