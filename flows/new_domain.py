@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from prefect import flow
+from prefect import flow, tags
 
 from sopforge.orchestration.flows import load_flow
-from sopforge.run_request import resolve_spec, run_config
+from sopforge.run_request import resolve_spec, run_config, run_tags
 from sopforge.settings import load_settings
 from sopforge.store import Store
 
@@ -41,10 +41,12 @@ def new_domain(theme_file: str | None = None, theme: str | None = None, provider
         path = Path(theme_file)
         if not path.is_absolute():
             path = settings.project_root / path
-    spec, base_dir = resolve_spec(path, theme, {"provider": provider, "model": model, "rows": rows, "review": review})
+    spec, base_dir = resolve_spec(path, theme, {"provider": provider, "model": model, "rows": rows, "review": review},
+                                  option_label="parameter {}")
     store = Store(settings.db_path)
     store.check_writable()
     run_id = store.create_run(spec.theme, spec.slug, run_config(spec, base_dir, settings))
     print(f"sopforge run {run_id} ({spec.slug})")
     generate_domain = load_flow("generate_domain", settings)
-    return {"run_id": run_id, **generate_domain(run_id=run_id, home=str(settings.home))}
+    with tags(*run_tags(spec)):
+        return {"run_id": run_id, **generate_domain(run_id=run_id, home=str(settings.home))}

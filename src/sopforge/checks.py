@@ -19,10 +19,22 @@ class CheckResult(BaseModel):
         return not self.passed and self.severity == "error"
 
 
-def check(name: str, passed: bool, message: str, *, severity: Literal["error", "warning"] = "error",
-          **details: Any) -> CheckResult:
-    """Build a CheckResult; ``message`` should describe the failure (it is kept on success too)."""
-    return CheckResult(name=name, passed=passed, severity=severity, message=message, details=details)
+def check(name: str, passed: bool, message: str, *, ok: str | None = None,
+          severity: Literal["error", "warning"] = "error", **details: Any) -> CheckResult:
+    """Build a CheckResult whose message matches its verdict.
+
+    Args:
+        name: Stable check id.
+        passed: The verdict.
+        message: What is wrong and how to fix it (the re-ask quotes it to the model). It is kept on
+            success too, so it must read true either way, unless ``ok`` is given.
+        ok: What holds when the check passed; give it whenever ``message`` only makes sense as a
+            failure, so a reviewer never reads failure text on a passing check.
+        severity: ``error`` blocks downstream stages; ``warning`` is reported.
+        **details: Machine-readable specifics.
+    """
+    text = ok if passed and ok is not None else message
+    return CheckResult(name=name, passed=passed, severity=severity, message=text, details=details)
 
 
 def blocking_failures(checks: list[CheckResult]) -> list[CheckResult]:

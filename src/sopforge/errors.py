@@ -24,6 +24,9 @@ class UserError(SopforgeError):
 class ProviderError(SopforgeError):
     """An LLM provider call failed.
 
+    The message is redacted on construction: providers quote the key they were given (masked or
+    not) in their error text, and this message reaches the store, the terminal and Prefect's logs.
+
     Attributes:
         retryable: True for 429, 5xx, timeouts and dropped connections.
         retry_after: seconds the server asked us to wait, when it said so.
@@ -32,7 +35,9 @@ class ProviderError(SopforgeError):
 
     def __init__(self, message: str, *, retryable: bool, retry_after: float | None = None,
                  status: int | None = None, rate_limit: Any = None):
-        super().__init__(message)
+        from sopforge.store.redact import redact_text  # imported late: the store imports this module
+
+        super().__init__(redact_text(message))
         self.retryable = retryable
         self.retry_after = retry_after
         self.status = status

@@ -15,9 +15,18 @@ from sopforge.llm.factory import build_provider
 from sopforge.settings import Settings
 from sopforge.theme import ThemeSpec, build_spec, load_theme_file
 
+# Where an override came from, for error messages; ``new-domain`` passes its parameter names instead.
+CLI_OPTIONS = {"base_url": "--base-url", "families": "--family"}
+
+
 def resolve_spec(theme_file: Path | None, theme: str | None, overrides: dict[str, Any], *,
-                 add_gates: list[str] = (), remove_gates: list[str] = ()) -> tuple[ThemeSpec, Path | None]:
-    """Build the ThemeSpec from a file or ``--theme``; command-line options win over the file."""
+                 add_gates: list[str] = (), remove_gates: list[str] = (),
+                 option_label: str | None = None) -> tuple[ThemeSpec, Path | None]:
+    """Build the ThemeSpec from a file or ``--theme``; command-line options win over the file.
+
+    An invalid option is reported as that option (``--rows -5: ...``), not as an error in the file;
+    ``option_label`` spells an override's origin otherwise (``"parameter {}"`` for a flow).
+    """
     if theme_file is not None and theme is not None:
         raise UserError("give either a theme file or --theme, not both")
     if theme_file is None and theme is None:
@@ -28,8 +37,10 @@ def resolve_spec(theme_file: Path | None, theme: str | None, overrides: dict[str
         source = str(theme_file)
     else:
         data, source = {"theme": theme}, "--theme"
-    data.update({k: v for k, v in overrides.items() if v is not None})
-    spec = build_spec(data, source=source)
+    given = {k: v for k, v in overrides.items() if v is not None}
+    data.update(given)
+    sources = {k: option_label.format(k) if option_label else CLI_OPTIONS.get(k, f"--{k}") for k in given}
+    spec = build_spec(data, source=source, sources=sources)
     if add_gates or remove_gates:
         stages = spec.plan().names
         for stage in (*add_gates, *remove_gates):
@@ -59,6 +70,11 @@ def preflight(spec: ThemeSpec, settings: Settings) -> None:
         cfg = spec.for_stage(stage)
         build_provider(cfg.provider, settings=settings, base_url=cfg.base_url, check_only=True)
 
+
+
+def run_tags(spec: ThemeSpec) -> list[str]:
+    """Tags of the run's flow run in Prefect (its runs list shows them): ``sopforge``, the slug, the families."""
+    return list(dict.fromkeys(["sopforge", spec.slug, *(spec.families or [])]))
 
 
 def run_config(spec: ThemeSpec, base_dir: Path | None, settings: Settings) -> dict[str, Any]:

@@ -86,6 +86,20 @@ class ThemeSpec(BaseModel):
             raise ValueError(f"the theme is {len(value)} characters long; shorten it to at most {MAX_THEME_CHARS}")
         return value
 
+    @field_validator("provider")
+    @classmethod
+    def _provider_known(cls, value: str) -> str:
+        _check_provider(value)
+        return value
+
+    @field_validator("families")
+    @classmethod
+    def _families_known(cls, value: list[str] | None) -> list[str] | None:
+        unknown = [f for f in value or [] if f not in IMPLEMENTED]
+        if unknown:
+            raise ValueError(f"unknown family {unknown[0]!r}: choose from {', '.join(IMPLEMENTED)}")
+        return value
+
     @field_validator("slug")
     @classmethod
     def _slug_shape(cls, value: str | None) -> str | None:
@@ -95,12 +109,7 @@ class ThemeSpec(BaseModel):
 
     @model_validator(mode="after")
     def _known_names(self) -> "ThemeSpec":
-        _check_provider(self.provider)
-        implemented = list(IMPLEMENTED)
-        self.families = list(dict.fromkeys(self.families or implemented))
-        unknown = [f for f in self.families if f not in implemented]
-        if unknown:
-            raise ValueError(f"unknown family {unknown[0]!r}: choose from {', '.join(implemented)}")
+        self.families = list(dict.fromkeys(self.families or IMPLEMENTED))
         dag = self.plan()
         llm_stages = [s.name for s in dag.stages if s.uses_llm]
         for stage, cfg in self.stages.items():
@@ -169,11 +178,24 @@ def _one_line(err: ValidationError) -> str:
     return f"{where}: {msg}" if where else msg
 
 
-def build_spec(data: dict, *, source: str) -> ThemeSpec:
-    """Validate a theme mapping; raise ``UserError`` with one line naming ``source`` on failure."""
+def build_spec(data: dict, *, source: str, sources: dict[str, str] | None = None) -> ThemeSpec:
+    """Validate a theme mapping; raise ``UserError`` with one line naming where the bad value came from.
+
+    Args:
+        data: The merged request (theme file or ``--theme``, then the command line's options).
+        source: Where ``data`` came from (a theme file's path, ``--theme``).
+        sources: Top-level keys that came from elsewhere, with where (``{"rows": "--rows"}``): an
+            error in such a key names that instead of ``source``.
+    """
     try:
         return ThemeSpec.model_validate(data)
     except ValidationError as err:
+        first = err.errors()[0]
+        key = str(first["loc"][0]) if first["loc"] else None
+        if sources and key in sources:
+            value = data.get(key)
+            shown = f" {value}" if isinstance(value, (int, float, str)) and len(str(value)) <= 40 else ""
+            raise UserError(f"{sources[key]}{shown}: {first['msg'].removeprefix('Value error, ')}") from None
         raise UserError(f"{source}: {_one_line(err)}") from None
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sopforge.errors import UserError
+from sopforge.run_request import resolve_spec
 from sopforge.theme import ThemeSpec, build_spec, slugify
 
 
@@ -34,3 +35,29 @@ def test_invalid_specs_raise_one_line_naming_the_source(data, fragment):
         build_spec(data, source="theme.yaml")
     message = str(err.value)
     assert message.startswith("theme.yaml: ") and fragment in message and "\n" not in message
+
+
+@pytest.mark.parametrize("option, value, fragment", [
+    ("rows", -5, "--rows -5: "), ("provider", "bogus", "--provider bogus: unknown provider"),
+    ("families", ["nope"], "--family: unknown family 'nope'"), ("review", "later", "--review later: "),
+    ("base_url", None, None),
+])
+def test_a_bad_command_line_option_is_blamed_on_the_option_not_the_theme_file(tmp_path, option, value, fragment):
+    theme_file = tmp_path / "theme.yaml"
+    theme_file.write_text("theme: pharmacy refills\nrows: 20\n")
+    if value is None:  # a valid file and no override: no error at all
+        assert resolve_spec(theme_file, None, {option: value})[0].rows == 20
+        return
+    with pytest.raises(UserError) as err:
+        resolve_spec(theme_file, None, {option: value})
+    message = str(err.value)
+    assert message.startswith(fragment) and str(theme_file) not in message
+
+
+def test_a_bad_value_in_the_theme_file_is_still_blamed_on_the_file(tmp_path):
+    theme_file = tmp_path / "theme.yaml"
+    theme_file.write_text("theme: pharmacy refills\nrows: -5\n")
+    with pytest.raises(UserError, match=f"^{theme_file}: rows: "):
+        resolve_spec(theme_file, None, {"rows": None, "model": "m"})
+    with pytest.raises(UserError, match="^parameter rows -5: "):  # the deployable flow names its parameter
+        resolve_spec(None, "pharmacy refills", {"rows": -5}, option_label="parameter {}")

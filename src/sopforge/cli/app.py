@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
+
 import typer
 
-from sopforge.cli import audit, generate, inspect, rerun, review, serve, ui
+from sopforge.cli import audit, generate, inspect, rerun, review, runs, serve, ui
 
 app = typer.Typer(
     name="sopforge",
@@ -13,13 +15,32 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        try:
+            typer.echo(f"sopforge {version('sopforge')}")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            typer.echo("sopforge (version unknown: not installed)")
+        raise typer.Exit()
+
+
+@app.callback()
+def options(
+    show_version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                      help="Print the sopforge version and exit."),
+) -> None:
+    pass  # the app's help (above) describes sopforge; this callback only adds --version
+
+
 app.command("generate")(generate.generate)
 app.command("rerun")(rerun.rerun)
-app.command("runs")(inspect.runs)
 app.command("show")(inspect.show)
 app.command("ui")(ui.ui)
 app.command("audit")(audit.audit)
 app.command("serve")(serve.serve)
+app.add_typer(runs.runs_app, name="runs")
 app.add_typer(review.review_app, name="review")
 
 

@@ -211,7 +211,7 @@ def generate(
     model: Optional[str] = typer.Option(None, help="Model name for every stage (overrides the file)."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI/Anthropic-compatible server URL (vLLM, Ollama…)."),
     temperature: Optional[float] = typer.Option(None, help="Sampling temperature for every stage."),
-    slug: Optional[str] = typer.Option(None, help="Short [a-z0-9_] name of the domain (default: from the theme)."),
+    slug: Optional[str] = typer.Option(None, help="Short name of the domain, letters a-z, digits and _ (default: from the theme)."),
     rows: Optional[int] = typer.Option(None, help="Dataset rows (tasks) to generate (default 50)."),
     review: Optional[str] = typer.Option(None, help="auto (gates approve when every check passed) or ui (pause for a reviewer)."),
     family: list[str] = typer.Option([], "--family", help="Build this benchmark family (repeatable; default: the "
@@ -225,9 +225,12 @@ def generate(
     home: Optional[Path] = typer.Option(None, help="State folder (default $SOPFORGE_HOME or ./artifacts)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
 ) -> None:
-    """Generate benchmarks from a theme: the shared business context, then every chosen family's stages
-    (sop_tools: schema → SOP → API graph ∥ dataset → tools → reference → distractors ∥ manipulations → package),
-    each validated, reviewed at its gate and stored with its lineage."""
+    """Generate benchmarks from a theme, each stage validated, reviewed at its gate and stored with its lineage.
+
+    Stages: the shared business context, then each chosen family's own (∥: side by side).
+
+    sop_tools: schema → SOP → API graph ∥ dataset → tools → reference → distractors ∥ manipulations → package.
+    """
     from sopforge.orchestration.prefect_env import begin_prefect
     from sopforge.settings import load_settings
 
@@ -243,6 +246,7 @@ def generate(
 
     store = Store(settings.db_path)
     store.check_writable()
+    store.mark_interrupted()  # runs whose process was killed stop looking 'running' in plain SQL too
     config = run_config(spec, base_dir, settings)  # checks every provider can be built
     if spec.review != "ui":  # --review ui needs a server with its UI the user started (checked below)
         begin_prefect(settings)  # the home's Prefect server comes up while the run is prepared
@@ -281,8 +285,13 @@ def execute_run(store: Store, settings: Settings, spec: ThemeSpec, config: dict[
     progress = _Progress(quiet=as_json, stages=len(spec.plan().stages), expected_calls=estimate.calls)
     executor.add_listener(progress)
     failure: Exception | None = None
+    from prefect import tags  # Prefect is configured above; importing it earlier would miss that
+
+    from sopforge.run_request import run_tags
+
     try:
-        with lease(settings.prefect_home):
+        # The tags make the Prefect runs list show which theme and families a run is.
+        with lease(settings.prefect_home), tags(*run_tags(spec)):
             flow(run_id=run_id, home=str(settings.home))
     except Exception as error:  # reported after the summary of what did complete
         failure = error

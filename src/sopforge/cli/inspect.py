@@ -1,4 +1,4 @@
-"""``sopforge runs`` and ``sopforge show``: read the store (safe while a run writes)."""
+"""``sopforge show``: read the store (safe while a run writes); ``existing_store`` for every reading command."""
 
 from __future__ import annotations
 
@@ -31,25 +31,6 @@ def existing_store(home: Path | None) -> tuple[Settings, Store]:
     if not settings.db_path.exists():
         raise UserError(f"no sopforge database at {settings.db_path}: run `make demo` or `sopforge generate` first, or set SOPFORGE_HOME")
     return settings, Store(settings.db_path)
-
-
-@handle_errors
-def runs(
-    limit: int = typer.Option(50, help="How many recent runs to list."),
-    home: Optional[Path] = typer.Option(None, help="State folder (default $SOPFORGE_HOME or ./artifacts)."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
-) -> None:
-    """List runs, newest first."""
-    records = existing_store(home)[1].list_runs(limit=limit)
-    if as_json:
-        print_json([r.model_dump(mode="json") for r in records])
-        return
-    table = Table(title="runs", title_justify="left")
-    for col in ("run", "slug", "status", "created", "theme"):
-        table.add_column(col)
-    for r in records:
-        table.add_row(r.id, r.theme_slug, r.status, r.created_at.strftime("%Y-%m-%d %H:%M:%S"), r.theme[:60])
-    out.print(table)
 
 
 def _stage_detail(store: Store, run_id: str, stage: str) -> dict[str, Any]:

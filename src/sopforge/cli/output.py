@@ -9,9 +9,11 @@ from typing import Any, Callable
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from sopforge.errors import SopforgeError
+from sopforge.store.redact import redact_text
 
 out = Console(highlight=False)
 if not out.is_terminal:  # piped or captured: rich would assume 80 columns and fold the tables
@@ -20,7 +22,8 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def fail(message: str, code: int = 2) -> None:
-    err.print(f"[bold red]error:[/] {message}", markup=True)
+    # Escaped: messages quote user text such as "[choices: a | b]", which rich would take for markup.
+    err.print(f"[bold red]error:[/] {escape(redact_text(message))}", markup=True)
     raise typer.Exit(code)
 
 

@@ -40,7 +40,8 @@ def rerun(
     feedback: Optional[str] = typer.Option(None, help="Reviewer feedback added to the regenerated stage's prompt."),
     model: Optional[str] = typer.Option(None, help="Model for the regenerated stage and its descendants."),
     review: Optional[str] = typer.Option(None, help="auto or ui: how this rerun's review gates decide (default: as RUN)."),
-    force: bool = typer.Option(False, help="Rerun even if the run is recorded as still running (its process died)."),
+    force: bool = typer.Option(False, help="Rerun even while its process still runs it (a run whose process is gone "
+                                           "shows as interrupted and needs no --force)."),
     max_cost: Optional[float] = typer.Option(None, "--max-cost", help="Spending cap in USD for this run (default: as RUN)."),
     home: Optional[Path] = typer.Option(None, help="State folder (default $SOPFORGE_HOME or ./artifacts)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
@@ -55,6 +56,7 @@ def rerun(
 
     started = time.monotonic()
     settings, store = existing_store(home)
+    store.mark_interrupted()
     previous = store.get_run(run)
     spec = build_spec(previous.config["spec"], source=f"the configuration of run {previous.id}")
     if from_stage is not None:
@@ -62,8 +64,10 @@ def rerun(
     elif feedback is not None or model is not None:
         raise UserError("--feedback and --model apply to a regenerated stage: add --from STAGE")
     if previous.status in ("running", "awaiting_review") and not force:
-        what = "is still running" if previous.status == "running" else "is paused at a review gate (answer it with `sopforge review`)"
-        raise UserError(f"run {previous.id} {what}: wait for it to finish, or pass --force if its process died")
+        owner = f" (pid {previous.owner_pid} on {previous.owner_host})" if previous.owner_pid else ""
+        what = ("is still running" if previous.status == "running"
+                else "is paused at a review gate (answer it with `sopforge review`)")
+        raise UserError(f"run {previous.id} {what}{owner}: wait for it to finish, or pass --force if you know its process is gone")
     if review is not None:
         spec = build_spec({**spec.model_dump(), "review": review}, source="--review")
     if max_cost is not None:

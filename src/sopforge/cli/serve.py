@@ -274,8 +274,8 @@ def _stop_worker(proc: subprocess.Popen) -> int:
         proc.send_signal(signal.SIGINT)
         proc.wait()
     except KeyboardInterrupt:
-        err.print("killing the worker; a run it was executing may stay 'running': resume it with "
-                  "`sopforge rerun RUN --force`")
+        err.print("killing the worker; a run it was executing shows as interrupted: resume it with "
+                  "`sopforge rerun RUN`")
         proc.kill()
         proc.wait()
     return 0

@@ -8,6 +8,7 @@ from typing import Iterator
 from sopforge.errors import NeedsReview, SopforgeError
 from sopforge.settings import load_settings
 from sopforge.store import Store
+from sopforge.store.owner import Heartbeat
 
 
 def current_flow_run_id() -> str | None:
@@ -21,12 +22,14 @@ def current_flow_run_id() -> str | None:
 
 @contextmanager
 def run_lifecycle(run_id: str, home: str | None) -> Iterator[None]:
-    """Mark the run running, then succeeded, needs_review (a gate stopped it) or failed, with the
-    one-line reason."""
+    """Mark the run running and owned by this process (with a heartbeat while it runs), then
+    succeeded, needs_review (a gate stopped it) or failed, with the one-line reason. A process
+    killed before it can record the end leaves an owner that readers find gone: ``interrupted``."""
     store = Store(load_settings(home=home).db_path)
-    store.set_run_status(run_id, "running", flow_run_id=current_flow_run_id())
+    store.claim_run(run_id, flow_run_id=current_flow_run_id())
     try:
-        yield
+        with Heartbeat(lambda: store.heartbeat(run_id)):
+            yield
     except NeedsReview as stop:
         store.set_run_status(run_id, "needs_review", error=str(stop))
         raise

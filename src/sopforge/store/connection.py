@@ -89,6 +89,12 @@ def open_connection(path: Path, *, read_only: bool, lock_timeout: float) -> Iter
         con = _connect_with_retry(path, read_only=read_only, lock_timeout=lock_timeout)
         try:
             yield con
+        except duckdb.Error as exc:
+            # A damaged block is often found only when a query reads it, not when the file opens.
+            friendly = corrupt_store(path, exc)
+            if friendly is None:
+                raise
+            raise friendly from exc
         finally:
             con.close()
 
@@ -99,7 +105,7 @@ def _connect_with_retry(path: Path, *, read_only: bool, lock_timeout: float) -> 
     while True:
         try:
             return duckdb.connect(str(path), read_only=read_only)
-        except duckdb.IOException as exc:
+        except duckdb.Error as exc:  # IOException for most; a failed checksum is a bare duckdb.Error
             if not is_lock_conflict(exc):
                 friendly = _open_error(path, exc, read_only=read_only)
                 if friendly is None:
@@ -115,7 +121,33 @@ def _connect_with_retry(path: Path, *, read_only: bool, lock_timeout: float) -> 
             delay = min(delay * 2, 0.5)
 
 
-def _open_error(path: Path, exc: duckdb.IOException, *, read_only: bool) -> UserError | None:
+# What DuckDB says about a damaged file, and what that means to a user.
+_CORRUPTION = (
+    ("not a valid DuckDB database file", "not a DuckDB file: its header is damaged or it was overwritten"),
+    ("Corrupt database file", "a block fails its checksum"),
+    ("does not match stored checksum", "a block fails its checksum"),
+    ("Could not read enough bytes", "truncated: part of the file is missing"),
+)
+
+
+def corrupt_store(path: Path, exc: BaseException) -> UserError | None:
+    """The one-line error for a database file DuckDB cannot read because it is damaged.
+
+    Returns None when ``exc`` is not about a damaged file (a lock, a bad query...).
+    """
+    text = str(exc)
+    for marker, reason in _CORRUPTION:
+        if marker in text:
+            aside = path.with_name(path.name + ".corrupt")
+            return UserError(f"the sopforge database {path} is damaged ({reason}): restore it from a backup, "
+                             f"or move it aside to start a new, empty store (mv {path} {aside})")
+    return None
+
+
+def _open_error(path: Path, exc: duckdb.Error, *, read_only: bool) -> UserError | None:
+    corrupt = corrupt_store(path, exc)
+    if corrupt is not None:
+        return corrupt
     text = str(exc)
     if read_only and "does not exist" in text:
         return UserError(f"no sopforge database at {path}; run a generation first or {_FIX} "

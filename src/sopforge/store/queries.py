@@ -18,7 +18,8 @@ from sopforge.llm.types import LLMCallRecord, sha256_json
 from sopforge.checks import CheckResult
 from sopforge.funnel import COUNTS as FUNNEL_COUNTS, FunnelRow
 
-from .records import ArtifactRecord, RunRecord, StageRunRecord, ValidationRecord
+from .owner import Owner
+from .records import LIVE_STATUSES, ArtifactRecord, RunRecord, StageRunRecord, ValidationRecord
 
 Con = duckdb.DuckDBPyConnection
 
@@ -76,24 +77,52 @@ def fetch_one(con: Con, sql: str, params: list[Any] | None = None) -> dict[str, 
 
 # --- runs ---------------------------------------------------------------------------------
 
-def insert_run(con: Con, run_id: str, theme: str, theme_slug: str, config: dict[str, Any]) -> None:
+def insert_run(con: Con, run_id: str, theme: str, theme_slug: str, config: dict[str, Any], owner: Owner) -> None:
     ts = now()
     con.execute(
-        "INSERT INTO runs (id, theme, theme_slug, config, status, error, flow_run_id, created_at, updated_at) "
-        "VALUES (?, ?, ?, ?, 'running', NULL, NULL, ?, ?)",
-        [run_id, theme, theme_slug, to_json(config, what="run config"), ts, ts],
+        "INSERT INTO runs (id, theme, theme_slug, config, status, error, flow_run_id, created_at, updated_at, "
+        "owner_host, owner_pid, owner_started, heartbeat_at) VALUES (?, ?, ?, ?, 'running', NULL, NULL, ?, ?, ?, ?, ?, ?)",
+        [run_id, theme, theme_slug, to_json(config, what="run config"), ts, ts, owner.host, owner.pid,
+         owner.started, ts],
     )
+
+
+def run_owner(run: RunRecord) -> Owner | None:
+    """The recorded owner of a run (None for runs stored before owners were recorded)."""
+    if run.owner_host is None or run.owner_pid is None:
+        return None
+    return Owner(run.owner_host, run.owner_pid, run.owner_started)
+
+
+def owner_gone(run: RunRecord) -> bool:
+    """True when the run needs a live process (running, awaiting_review) and its owner is gone."""
+    owner = run_owner(run)
+    return run.status in LIVE_STATUSES and owner is not None and not owner.alive(run.heartbeat_at)
+
+
+def interrupted_error(run: RunRecord) -> str:
+    owner = run_owner(run)
+    return (f"interrupted: its process ({owner.describe() if owner else 'unknown'}) is gone; "
+            f"resume it with `sopforge rerun {run.id}`")
+
+
+def run_record(row: dict[str, Any]) -> RunRecord:
+    """A ``runs`` row as the user should see it: a live status whose owner is gone is ``interrupted``."""
+    run = RunRecord(**row)
+    if owner_gone(run):
+        run = run.model_copy(update={"status": "interrupted", "error": run.error or interrupted_error(run)})
+    return run
 
 
 def runs_matching(con: Con, prefix: str) -> list[RunRecord]:
     """Runs whose id equals or starts with ``prefix`` (with or without the ``r-``)."""
     exact = fetch_dicts(con, "SELECT * FROM runs WHERE id = ?", [prefix])
     if exact:
-        return [RunRecord(**exact[0])]
+        return [run_record(exact[0])]
     rows = fetch_dicts(
         con, "SELECT * FROM runs WHERE starts_with(id, ?) OR starts_with(id, 'r-' || ?) "
              "ORDER BY created_at DESC LIMIT 10", [prefix, prefix])
-    return [RunRecord(**r) for r in rows]
+    return [run_record(r) for r in rows]
 
 
 # --- stage runs ---------------------------------------------------------------------------

@@ -14,11 +14,13 @@ from pydantic import BaseModel, Field
 from sopforge.checks import CheckResult
 from sopforge.funnel import FunnelRow
 
-RunStatus = Literal["running", "awaiting_review", "succeeded", "failed", "needs_review", "cancelled"]
+RunStatus = Literal["running", "awaiting_review", "succeeded", "failed", "needs_review", "cancelled", "interrupted"]
 ReviewDecisionName = Literal["approve", "reject", "edit", "needs_review", "refused", "timeout"]
 ReviewSource = Literal["ui", "cli", "auto"]
 ReviewRequestStatus = Literal["open", "answered", "expired"]
-StageStatus = Literal["running", "succeeded", "failed", "reused"]
+StageStatus = Literal["running", "succeeded", "failed", "reused", "interrupted"]
+#: Run statuses that need a live process; with the process gone the run is ``interrupted``.
+LIVE_STATUSES: tuple[RunStatus, ...] = ("running", "awaiting_review")
 ArtifactStatus = Literal["draft", "validated", "approved", "rejected", "superseded"]
 
 #: Artifact statuses a later run may reuse instead of recomputing.
@@ -32,11 +34,16 @@ class RunRecord(BaseModel):
     theme: str = Field(description="Business theme as the user typed it.")
     theme_slug: str = Field(description="Filesystem/call-key friendly form of the theme.")
     config: dict[str, Any] = Field(default_factory=dict, description="Provider, model and parameters used; never secrets.")
-    status: RunStatus = Field(description="running, awaiting_review (paused at a gate), succeeded, failed, needs_review or cancelled.")
+    status: RunStatus = Field(description="running, awaiting_review (paused at a gate), succeeded, failed, needs_review, "
+                                          "cancelled or interrupted (its process is gone; resumable).")
     error: str | None = Field(None, description="One-line reason when the run failed or stopped.")
     flow_run_id: str | None = Field(None, description="Prefect flow run id, when run under Prefect.")
     created_at: datetime = Field(description="When the run was created (UTC).")
     updated_at: datetime = Field(description="Last status change (UTC).")
+    owner_host: str | None = Field(None, description="Host of the process that executes (or executed) the run.")
+    owner_pid: int | None = Field(None, description="Its process id.")
+    owner_started: str | None = Field(None, description="Its start time as the OS reports it (pids are reused).")
+    heartbeat_at: datetime | None = Field(None, description="Last sign of life from that process (UTC).")
 
 
 class StageRunRecord(BaseModel):
@@ -47,7 +54,7 @@ class StageRunRecord(BaseModel):
     stage: str = Field(description="Stage name, e.g. 'sop'.")
     family: str | None = Field(None, description="Benchmark family of the stage; None for shared stages (context).")
     attempt: int = Field(description="1, 2, ... per (run, stage).")
-    status: StageStatus = Field(description="running, succeeded, failed or reused.")
+    status: StageStatus = Field(description="running, succeeded, failed, reused or interrupted (its process is gone).")
     artifact_id: str | None = Field(None, description="Artifact produced (or reused) by this attempt.")
     error: str | None = Field(None, description="Why the attempt failed.")
     started_at: datetime = Field(description="When the attempt started (UTC).")

@@ -18,8 +18,10 @@ from sopforge.funnel import FunnelRow
 
 from . import queries as q
 from . import review_queries as rq
-from .base import DEFAULT_LOCK_TIMEOUT, StoreBase, require, transaction
+from .base import DEFAULT_LOCK_TIMEOUT, require, transaction
+from .deletion import RunHousekeeping
 from .records import (
+    LIVE_STATUSES,
     REUSABLE_STATUSES,
     ArtifactRecord,
     ArtifactStatus,
@@ -35,7 +37,8 @@ from .records import (
     StageRunRecord,
     ValidationRecord,
 )
-from .redact import scrub
+from .owner import Owner
+from .redact import redact_text, scrub
 from .summary import build_summary
 
 __all__ = ["DEFAULT_LOCK_TIMEOUT", "Store"]
@@ -44,7 +47,7 @@ __all__ = ["DEFAULT_LOCK_TIMEOUT", "Store"]
 _ANSWERED = "error IS NULL AND response IS NOT NULL AND NOT coalesce(rejected, FALSE)"
 
 
-class Store(StoreBase):
+class Store(RunHousekeeping):
     """Persistent state of sopforge in one DuckDB file; implements ``CallLedger``.
 
     Args:
@@ -57,7 +60,7 @@ class Store(StoreBase):
     # --- runs -------------------------------------------------------------------------
 
     def create_run(self, theme: str, theme_slug: str, config: dict[str, Any]) -> str:
-        """Record a new run with status ``running``.
+        """Record a new run with status ``running``, owned by this process.
 
         Args:
             theme: The business theme as given.
@@ -72,8 +75,53 @@ class Store(StoreBase):
             run_id = q.new_id("r", 10)
             while q.fetch_one(con, "SELECT id FROM runs WHERE id = ?", [run_id]):
                 run_id = q.new_id("r", 10)
-            q.insert_run(con, run_id, theme, theme_slug, safe_config)
+            q.insert_run(con, run_id, theme, theme_slug, safe_config, Owner.current())
         return run_id
+
+    def claim_run(self, run_id: str, flow_run_id: str | None = None) -> None:
+        """Mark the run ``running`` and owned by this process (the one about to execute it).
+
+        Raises:
+            ValueError: Unknown run id.
+        """
+        owner = Owner.current()
+        with self._write() as con, transaction(con):
+            if not q.fetch_one(con, "SELECT id FROM runs WHERE id = ?", [run_id]):
+                raise ValueError(f"unknown run {run_id!r}")
+            ts = q.now()
+            con.execute("UPDATE runs SET status = 'running', error = NULL, flow_run_id = coalesce(?, flow_run_id), "
+                        "owner_host = ?, owner_pid = ?, owner_started = ?, heartbeat_at = ?, updated_at = ? "
+                        "WHERE id = ?", [flow_run_id, owner.host, owner.pid, owner.started, ts, ts, run_id])
+
+    def heartbeat(self, run_id: str) -> None:
+        """Refresh the run's sign of life, if this process still owns it."""
+        owner = Owner.current()
+        with self._write() as con, transaction(con):
+            con.execute("UPDATE runs SET heartbeat_at = ? WHERE id = ? AND owner_host = ? AND owner_pid = ?",
+                        [q.now(), run_id, owner.host, owner.pid])
+
+    def mark_interrupted(self) -> list[str]:
+        """Record as ``interrupted`` every running or paused run whose process is gone.
+
+        Readers already show such runs as interrupted; this writes it down, so plain SQL agrees:
+        the run's status and error, its stage attempts still ``running``, and its open review
+        requests (expired: nobody waits at that gate any more).
+
+        Returns:
+            The ids of the runs marked.
+        """
+        with self._write() as con, transaction(con):
+            stale = [r for r in (RunRecord(**row) for row in q.fetch_dicts(
+                con, "SELECT * FROM runs WHERE list_contains(?, status)", [list(LIVE_STATUSES)])) if q.owner_gone(r)]
+            ts = q.now()
+            for run in stale:
+                con.execute("UPDATE runs SET status = 'interrupted', error = coalesce(error, ?), updated_at = ? "
+                            "WHERE id = ?", [q.interrupted_error(run), ts, run.id])
+                con.execute("UPDATE stage_runs SET status = 'interrupted', finished_at = ?, error = ? "
+                            "WHERE run_id = ? AND status = 'running'", [ts, "interrupted: its process is gone", run.id])
+                con.execute("UPDATE review_requests SET status = 'expired', closed_at = ? "
+                            "WHERE run_id = ? AND status = 'open'", [ts, run.id])
+        return [r.id for r in stale]
 
     def set_run_status(self, run_id: str, status: RunStatus, error: str | None = None,
                        flow_run_id: str | None = None) -> None:
@@ -88,7 +136,7 @@ class Store(StoreBase):
             if not q.fetch_one(con, "SELECT id FROM runs WHERE id = ?", [run_id]):
                 raise ValueError(f"unknown run {run_id!r}")
             con.execute("UPDATE runs SET status = ?, error = ?, flow_run_id = coalesce(?, flow_run_id), "
-                        "updated_at = ? WHERE id = ?", [status, error, flow_run_id, q.now(), run_id])
+                        "updated_at = ? WHERE id = ?", [status, redact_text(error), flow_run_id, q.now(), run_id])
 
     def get_run(self, run_id_or_prefix: str) -> RunRecord:
         """The run with this id, or the only run whose id starts with it (``r-`` optional).
@@ -111,7 +159,7 @@ class Store(StoreBase):
         """The most recent runs, newest first."""
         with self._read() as con:
             rows = q.fetch_dicts(con, "SELECT * FROM runs ORDER BY created_at DESC, id LIMIT ?", [limit])
-        return [RunRecord(**r) for r in rows]
+        return [q.run_record(r) for r in rows]
 
     def run_summary(self, run_id_or_prefix: str) -> RunSummary:
         """A run with each stage's latest attempt, its artifact, check counts and LLM spend.
@@ -148,7 +196,7 @@ class Store(StoreBase):
         """
         require(status, typing.Literal["succeeded", "failed"], "stage status")
         with self._write() as con, transaction(con):
-            q.finish_stage_run(con, stage_run_id, status, artifact_id=artifact_id, error=error)
+            q.finish_stage_run(con, stage_run_id, status, artifact_id=artifact_id, error=redact_text(error))
 
     def record_reuse(self, run_id: str, stage: str, artifact_id: str, family: str | None = None) -> str:
         """Record that ``run_id`` reuses an existing artifact for ``stage`` instead of
@@ -233,7 +281,8 @@ class Store(StoreBase):
         if write.funnel:
             q.insert_funnel(con, artifact_id, write.run_id, write.stage, write.funnel, family=write.family)
         if write.stage_run_id:
-            q.finish_stage_run(con, write.stage_run_id, stage_status, artifact_id=artifact_id, error=stage_error)
+            q.finish_stage_run(con, write.stage_run_id, stage_status, artifact_id=artifact_id,
+                               error=redact_text(stage_error))
         return artifact_id
 
     def dataset_rows(self, artifact_id: str) -> list[dict[str, Any]]:
@@ -375,11 +424,14 @@ class Store(StoreBase):
     # --- LLM calls (CallLedger) -------------------------------------------------------
 
     def record_call(self, record: LLMCallRecord) -> None:
-        """Store one LLM call (successful or not); secrets in ``params`` are redacted.
+        """Store one LLM call (successful or not); secrets in ``params`` and key-like fragments in
+        its error text are redacted.
 
         Written behind (within ``FLUSH_SECONDS``, batched with the calls that end meanwhile), and
         always before any other operation of this process reads the file.
         """
+        if record.error:
+            record = record.model_copy(update={"error": redact_text(record.error)})
         params = scrub(record.params)
         self._queue_write(lambda con: q.insert_call(con, record, params), record)
         if self._answered is not None and record.error is None and record.response is not None:

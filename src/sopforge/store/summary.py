@@ -51,8 +51,10 @@ def build_summary(con: q.Con, run: RunRecord) -> RunSummary:
         artifact = artifacts.get(last.artifact_id) if last.artifact_id else None
         passed, failed = checks.get(last.artifact_id, (0, 0)) if last.artifact_id else (0, 0)
         n, tin, tout, cost, cached = spend.get(stage, (0, 0, 0, 0.0, 0))
+        # A stage still marked running in a run whose process is gone will never finish.
+        status = "interrupted" if last.status == "running" and run.status == "interrupted" else last.status
         stages.append(StageSummary(
-            stage=stage, status=last.status, attempts=len(rows), artifact_id=last.artifact_id,
+            stage=stage, status=status, attempts=len(rows), artifact_id=last.artifact_id,
             artifact_version=artifact.version if artifact else None,
             artifact_status=artifact.status if artifact else None,
             checks_passed=passed, checks_failed=failed, llm_calls=n, input_tokens=tin,

@@ -11,7 +11,6 @@ process's environment, and the folder's own files.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from hostile_corpus import SNIPPETS, Snippet
-from hostile_scene import PHARMACY, Scene, assert_no_effect, hostile_folder
+from hostile_scene import Scene, assert_no_effect, hostile_folder
 from sopforge.sandbox import SandboxLimits, SandboxResult, SandboxUnavailable, run_in_sandbox
 from sopforge.sandbox import boundary
 

@@ -34,10 +34,17 @@ def schema_markdown(content: dict[str, Any]) -> str:
     return "# Data schema\n\n" + markdown_table(schema_rows(content), columns)
 
 
+def _keep_lines(body: str) -> str:
+    """Markdown that shows each line of ``body`` on its own line (a hard break, two trailing spaces):
+    plain Markdown joins consecutive lines into one paragraph, which runs an SOP's numbered steps
+    together."""
+    return "\n".join(line.rstrip() + "  " if line.strip() else "" for line in body.strip().splitlines())
+
+
 def sop_markdown(content: dict[str, Any]) -> str:
     lines = [f"# {content.get('title', 'SOP')}\n"]
     for section in content.get("sections", []):
-        lines.append(f"## {section['number']}. {section['title']}\n\n{section['body'].strip()}\n")
+        lines.append(f"## {section['number']}. {section['title']}\n\n{_keep_lines(section['body'])}\n")
     return "\n".join(lines)
 
 

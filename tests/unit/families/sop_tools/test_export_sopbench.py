@@ -179,3 +179,12 @@ def test_bad_arguments_are_user_errors(tmp_path: Path, overrides, message):
     with pytest.raises(UserError, match=message):
         export(tmp_path, **overrides)
     assert no_trace(tmp_path)
+
+
+def test_the_folders_metadata_reports_the_mean_expected_calls_of_the_tasks(tmp_path: Path):
+    """It was null inside the folder while the run-level metadata.json said 7.0."""
+    calls = [[{"tool": "getCreditScore", "input": {}}, {"tool": "getDebtToIncome", "input": {}}]] * 3 + [[]]
+    tasks = [{"task_id": str(i), "expected_calls": c} for i, c in enumerate(calls)]
+    folder = export(tmp_path, tasks=tasks, audit=False)
+    stats = json.loads((folder / "metadata.json").read_text())["stats"]
+    assert stats["mean_expected_calls"] == 1.5

@@ -81,3 +81,13 @@ def test_malformed_tasks_are_refused_and_nothing_is_written(tmp_path: Path, chan
     with pytest.raises(ValueError, match=message):
         write_tasks_parquet(tmp_path / "tasks.parquet", ts, PROVENANCE)
     assert not list(tmp_path.iterdir())
+
+
+def test_task_files_get_the_same_mode_as_any_other_exported_file(tmp_path: Path):
+    """mkstemp made them 0600 while the rest of the export was 0644: unreadable for a shared group."""
+    usual = tmp_path / "metadata.json"
+    usual.write_text("{}")
+    for path in (write_tasks_jsonl(tmp_path / "tasks.jsonl", tasks(), PROVENANCE),
+                 write_tasks_parquet(tmp_path / "tasks.parquet", tasks(), PROVENANCE)):
+        assert path.stat().st_mode & 0o777 == usual.stat().st_mode & 0o777, path
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["metadata.json", "tasks.jsonl", "tasks.parquet"]

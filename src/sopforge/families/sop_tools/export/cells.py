@@ -4,20 +4,29 @@ The rule is checked, not assumed: :func:`roundtrip_problems` reads the written f
 ``pandas.read_csv`` defaults (what the harness does) and compares every cell with the value
 it should become. A column pandas would retype (all-digit identifiers, ``"true"`` strings,
 ``"None"`` labels) is refused with the column named, never silently altered.
+
+Neither quoting nor a type declaration in ``metadata.json`` can save such a column: the harness
+calls ``pd.read_csv(path)`` with no ``dtype``, and pandas converts quoted digits too, so
+``"0125481932"`` reaches the agent as ``125481932`` and the tools no longer find the row. The
+value itself must change, which only the model can do consistently (SOP, schema, data). So the
+upstream stages run this same rule where the model can still fix it: :func:`table_problems` on
+the schema's choices and examples, on each dataset batch, and on the ground truth's rows.
 """
 
 from __future__ import annotations
 
+import csv
 import datetime as dt
+import io
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["expected_value", "roundtrip_problems", "to_cell"]
+__all__ = ["expected_value", "roundtrip_problems", "table_problems", "to_cell", "write_csv"]
 
 
 def to_cell(value: Any) -> str:
@@ -78,7 +87,41 @@ def _same(read: Any, want: Any) -> bool:
     return isinstance(read, str) and read == want
 
 
-def roundtrip_problems(path: Path, columns: list[str], rows: list[dict[str, Any]], *, limit: int = 10) -> list[str]:
+def write_csv(f: TextIO, columns: list[str], table: list[list[str]]) -> None:
+    """The CSV dialect of every export: header row, minimal quoting, ``\\n`` line ends."""
+    writer = csv.writer(f, quoting=csv.QUOTE_MINIMAL, lineterminator="\n")
+    writer.writerow(columns)
+    writer.writerows(table)
+
+
+def table_problems(rows: list[dict[str, Any]], columns: list[str], *, limit: int = 10) -> list[str]:
+    """What the export would refuse in these rows: a value it cannot write, or a column pandas reads
+    back differently. The same rule as the export (:func:`to_cell`, :func:`roundtrip_problems`), run
+    in memory so a stage can quote the problem to the model while it can still fix it.
+
+    Returns:
+        One message per bad value or column, naming the column and the value (empty when fine).
+    """
+    table, problems = [], []
+    for i, row in enumerate(rows):
+        line = []
+        for col in columns:
+            try:
+                line.append(to_cell(row.get(col)))
+            except ValueError as exc:
+                problems.append(f"column {col!r}: row {i}: {exc}")
+                line.append("")
+        table.append(line)
+    if problems or not rows:
+        return problems[:limit]
+    buffer = io.StringIO()
+    write_csv(buffer, columns, table)
+    buffer.seek(0)
+    return roundtrip_problems(buffer, columns, rows, limit=limit)
+
+
+def roundtrip_problems(path: Path | TextIO, columns: list[str], rows: list[dict[str, Any]], *,
+                       limit: int = 10) -> list[str]:
     """Compare ``pandas.read_csv(path)`` with the intended values; one message per bad column."""
     frame = pd.read_csv(path)
     problems = []
@@ -102,7 +145,8 @@ def roundtrip_problems(path: Path, columns: list[str], rows: list[dict[str, Any]
 def _hint(want: Any, dtype: Any) -> str:
     if isinstance(want, str):
         if str(dtype) in ("int64", "float64"):
-            return "a column of numeric-looking strings is read as numbers: give identifiers a non-digit prefix"
+            return ("a column of numeric-looking strings is read as numbers (leading zeros lost): give such values a "
+                    "non-digit prefix (e.g. 'A-0125') everywhere they appear")
         if str(dtype) == "bool":
             return "a column of true/false strings is read as booleans: write Python bools or other words"
         return "NA tokens ('', 'None', 'NA', 'null', ...) are read as missing: use a real word such as not_applicable"

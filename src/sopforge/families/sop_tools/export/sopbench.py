@@ -11,7 +11,6 @@ nothing it would load).
 
 from __future__ import annotations
 
-import csv
 import json
 import re
 import shutil
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from sopforge.errors import UserError, ValidationFailed
-from sopforge.families.sop_tools.export.cells import roundtrip_problems, to_cell
+from sopforge.families.sop_tools.export.cells import roundtrip_problems, to_cell, write_csv
 from sopforge.families.sop_tools.export.metadata import benchmark_stats
 from sopforge.families.sop_tools.models.api_graph import APIGraph
 
@@ -102,17 +101,15 @@ def _cells(rows: list[dict[str, Any]], columns: list[str]) -> list[list[str]]:
 
 def _write_csv(path: Path, columns: list[str], table: list[list[str]]) -> None:
     with path.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f, quoting=csv.QUOTE_MINIMAL, lineterminator="\n")
-        writer.writerow(columns)
-        writer.writerows(table)
+        write_csv(f, columns, table)
 
 
 def write_sopbench_folder(dest: Path, *, name: str, domain: str, description: str, sop_text: str,
                           toolspecs: list, tools_source: str, rows: list[dict[str, Any]], input_columns: list[str],
                           intermediate_columns: list[str], output_columns: list[str],
                           extra_metadata: dict[str, Any] | None = None, reference_source: str | None = None,
-                          api_graph: APIGraph | None = None, overwrite: bool = False, audit: bool = True,
-                          limits: Any = None) -> Path:
+                          api_graph: APIGraph | None = None, tasks: list[dict[str, Any]] | None = None,
+                          overwrite: bool = False, audit: bool = True, limits: Any = None) -> Path:
     """Write ``<dest>/<name>/`` in SOP-Bench layout and verify it with the audit.
 
     Args:
@@ -133,6 +130,8 @@ def write_sopbench_folder(dest: Path, *, name: str, domain: str, description: st
         reference_source: ``reference_procedure.py`` (``run_procedure(manager, case)``); when
             given, the audit checks every label against it.
         api_graph: the ground-truth API graph, for the TELLER Table 4 figures in ``stats``.
+        tasks: task dicts with ``expected_calls``, for ``stats.mean_expected_calls`` (the run-level
+            ``metadata.json`` reports the same figure from the same tasks).
         overwrite: replace an existing ``<dest>/<name>`` (atomically swapped).
         audit: re-validate the written folder (default; switch off only for benchmarks).
         limits: ``SandboxLimits`` for the audit's sandbox runs.
@@ -161,7 +160,7 @@ def write_sopbench_folder(dest: Path, *, name: str, domain: str, description: st
     n_out = len(output_columns)
     hidden = [c for c in columns if c not in input_columns and c not in output_columns]
     stats = benchmark_stats(sop_text=sop_text, toolspecs=toolspecs, rows=rows, input_columns=input_columns,
-                            output_columns=output_columns, api_graph=api_graph)
+                            output_columns=output_columns, api_graph=api_graph, tasks=tasks)
     metadata = {
         "name": name, "domain": domain, "description": description,
         "input_columns": list(input_columns), "output_columns": list(output_columns),

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
+import uuid
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -149,13 +149,14 @@ def task_records(tasks: list[dict[str, Any]], provenance: Provenance) -> list[di
 def _atomic_write(path: Path, write) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
+    # A unique name created by the writer itself, not mkstemp: mkstemp's files are 0600, and the
+    # export's other files get the usual mode (0644 under the common umask).
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
-        write(Path(tmp))
+        write(tmp)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     return path
 

@@ -249,6 +249,7 @@ def make_compliance(inputs: ComplianceInputs, *, llm: LLMClient, settings: Setti
     result.checks += [balance_check(result.items), length_parity_check(result.items),
                       check("compliance.pairs_kept", bool(result.items) or not inputs.n_dialogues,
                             f"no compliance pair was kept from {len(result.dialogues)} dialogue(s); see the funnel",
+                            ok=f"{len(result.items) // 2} compliance pair(s) kept from {len(result.dialogues)} dialogue(s)",
                             severity="warning", pairs=len(result.items) // 2)]
     return result
 

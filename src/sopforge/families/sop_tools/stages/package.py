@@ -87,13 +87,14 @@ def run(inputs: PackageInputs, **_: object) -> StageResult[PackageManifest]:
     extra_inputs = [c for c in distractors.distractor_columns() if c not in gt.input_columns]
     input_columns = gt.input_columns + extra_inputs
     tasks = _shown_tasks(gt, rows, extra_inputs)
+    task_dicts = [t.model_dump(mode="json") for t in tasks]
     folder = write_sopbench_folder(
         export_dir, name=slug, domain=_industry(inputs.context), description=inputs.context.task.sop_title,
         sop_text=inputs.sop.text, toolspecs=toolspecs,
         tools_source=distractors.merged_tools_source(inputs.tools.code.source, inputs.tools.class_name),
         rows=rows, input_columns=input_columns, intermediate_columns=gt.intermediate_columns,
         output_columns=gt.output_columns, reference_source=gt.procedure.source, api_graph=inputs.api_graph,
-        extra_metadata={"sopforge_run_id": inputs.run_id, "theme": inputs.theme,
+        tasks=task_dicts, extra_metadata={"sopforge_run_id": inputs.run_id, "theme": inputs.theme,
                         "provenance": [a.model_dump(mode="json") for a in inputs.provenance],
                         # SOP-Bench keeps no record of which tools and columns are distractors; ours does.
                         "distractors": {"tools": [t.name for t in distractors.kept_tools()],
@@ -108,7 +109,6 @@ def run(inputs: PackageInputs, **_: object) -> StageResult[PackageManifest]:
     oracle_figures = {"summary": report.summary(), "ecr": report.ecr, "tsr": report.tsr,
                       "strict_tsr": report.strict_tsr, "failing": [f.task_id for f in report.failures]}
     provenance = Provenance(run_id=inputs.run_id, benchmark=slug, theme=inputs.theme, artifacts=inputs.provenance)
-    task_dicts = [t.model_dump(mode="json") for t in tasks]
     tasks_jsonl = write_tasks_jsonl(export_dir / "tasks.jsonl", task_dicts, provenance)
     tasks_parquet = write_tasks_parquet(export_dir / "tasks.parquet", task_dicts, provenance)
     stats = benchmark_stats(sop_text=inputs.sop.text, toolspecs=toolspecs, rows=rows, input_columns=input_columns,
@@ -130,7 +130,7 @@ def run(inputs: PackageInputs, **_: object) -> StageResult[PackageManifest]:
                    "sop_variants": len(variants), "compliance_items": len(inputs.manipulations.compliance)})
     checks: list[CheckResult] = [
         check("package.tasks_present", bool(gt.tasks), "no task has a computed ground truth: nothing to export",
-              tasks=len(gt.tasks)),
+              ok=f"{len(gt.tasks)} tasks exported", tasks=len(gt.tasks)),
         *report.checks(),
     ]
     return StageResult(artifact=manifest, checks=checks, template_id="-", template_hash="-", prompt_hash="-",

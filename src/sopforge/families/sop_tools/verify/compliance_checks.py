@@ -82,13 +82,15 @@ def check_instruction_document(tree: InstructionTree, labels: list[str]) -> list
     missing = [label for label in labels if label not in mentioned]
     return [
         check("instructions.branches", branches >= MIN_BRANCHES,
-              f"{branches} condition block(s); write at least {MIN_BRANCHES} 'If …:' blocks", branches=branches),
+              f"{branches} condition block(s); write at least {MIN_BRANCHES} 'If …:' blocks",
+              ok=f"{branches} condition blocks (at least {MIN_BRANCHES})", branches=branches),
         check("instructions.depth", depth <= MAX_DEPTH,
-              f"nesting depth {depth} exceeds {MAX_DEPTH}; merge inner conditions", depth=depth),
+              f"nesting depth {depth} exceeds {MAX_DEPTH}; merge inner conditions",
+              ok=f"nesting depth {depth} (at most {MAX_DEPTH})", depth=depth),
         check("instructions.outcomes_covered", not missing,
               f"no action names the outcome(s) {', '.join(missing)}; add an action such as "
               f"'Record the outcome {missing[0] if missing else ''}' under the condition that leads to it",
-              missing=missing),
+              ok=f"every outcome ({', '.join(labels)}) is named by an action", missing=missing),
     ]
 
 
@@ -111,17 +113,22 @@ def check_dialogue(dialogue: Dialogue, tree: InstructionTree, labels: list[str],
     contradicts = bool(named) and expected_label is not None and expected_label not in named
     return [
         check("dialogue.turn_count", MIN_TURNS <= len(roles) <= MAX_TURNS,
-              f"{len(roles)} turns; write {MIN_TURNS} to {MAX_TURNS}", turns=len(roles)),
+              f"{len(roles)} turns; write {MIN_TURNS} to {MAX_TURNS}", ok=f"{len(roles)} turns", turns=len(roles)),
         check("dialogue.ends_with_agent", len(roles) >= 2 and roles[-1] == "agent" and roles[-2] == "customer",
-              "the dialogue must end with a customer turn followed by the final agent turn"),
-        check("dialogue.both_roles", {"agent", "customer"} <= set(roles), "both agent and customer must speak"),
+              "the dialogue must end with a customer turn followed by the final agent turn",
+              ok="a customer turn, then the final agent turn"),
+        check("dialogue.both_roles", {"agent", "customer"} <= set(roles), "both agent and customer must speak",
+              ok="agent and customer both speak"),
         check("dialogue.alternation", longest <= 2,
-              f"{longest} consecutive turns by one speaker; let the speakers alternate (at most 2 in a row)"),
+              f"{longest} consecutive turns by one speaker; let the speakers alternate (at most 2 in a row)",
+              ok="the speakers alternate"),
         check("dialogue.followed_known", not unknown,
-              f"<followed> names ids that are not actions of the document: {', '.join(unknown)}", unknown=unknown),
+              f"<followed> names ids that are not actions of the document: {', '.join(unknown)}",
+              ok="every <followed> id is an action of the document", unknown=unknown),
         check("dialogue.outcome_consistent", not contradicts,
               f"the followed actions decide {', '.join(named)} but this case's expected outcome is "
-              f"{expected_label}; follow the actions for {expected_label}", named=named, expected=expected_label),
+              f"{expected_label}; follow the actions for {expected_label}",
+              ok="the followed actions agree with the expected outcome", named=named, expected=expected_label),
     ]
 
 
@@ -182,7 +189,9 @@ def balance_check(items: list[ComplianceItem]) -> CheckResult:
            or twins[0].prefix != twins[1].prefix or twins[0].policy != twins[1].policy]
     counts = {label: sum(i.label == label for i in items) for label in ("compliant", "violating")}
     return check("compliance.balanced", not bad and counts["compliant"] == counts["violating"],
-                 f"unbalanced twins: {', '.join(bad) or counts}", bad_pairs=bad, **counts)
+                 f"unbalanced twins: {', '.join(bad) or counts}",
+                 ok=f"{len(pairs)} pair(s), each one compliant and one violating twin with the same prefix and policy",
+                 bad_pairs=bad, **counts)
 
 
 def length_parity_check(items: list[ComplianceItem]) -> CheckResult:
@@ -194,4 +203,5 @@ def length_parity_check(items: list[ComplianceItem]) -> CheckResult:
     ratio = mean(ratios) if ratios else 1.0
     return check("compliance.length_parity", SET_MEAN_RATIO[0] <= ratio <= SET_MEAN_RATIO[1],
                  f"mean violating/compliant length ratio {ratio:.2f}, outside {SET_MEAN_RATIO[0]}-{SET_MEAN_RATIO[1]}",
+                 ok=f"mean violating/compliant length ratio {ratio:.2f}, within {SET_MEAN_RATIO[0]}-{SET_MEAN_RATIO[1]}",
                  severity="warning", mean_length_ratio=round(ratio, 3), pairs=len(ratios))

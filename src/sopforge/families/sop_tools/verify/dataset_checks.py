@@ -9,6 +9,7 @@ from sopforge.families.sop_tools.models.data_schema import DataSchema, FieldSpec
 from sopforge.families.sop_tools.models.dataset import (
     LIST_ITEM_TYPES, MAX_QUOTED, item_problem, number_problem, offenders, quote_value,
 )
+from sopforge.families.sop_tools.verify.csv_checks import values_check
 
 __all__ = ["row_checks"]
 
@@ -30,7 +31,8 @@ def row_checks(rows: list[dict[str, Any]], schema: DataSchema, id_field: str | N
         id_field: Field used to name rows in messages (see :func:`find_id_field`).
 
     Returns:
-        ``dataset.rows.numbers`` and ``dataset.rows.list_items``, passed or not.
+        ``dataset.rows.numbers``, ``dataset.rows.list_items`` and ``dataset.values_survive_csv``
+        (the export's CSV rule, so the model fixes values the package stage would refuse), passed or not.
     """
     numeric = [f for f in schema.existing if f.type in ("integer", "float")]
     bad_numbers = offenders(rows, numeric, id_field,
@@ -58,4 +60,6 @@ def row_checks(rows: list[dict[str, Any]], schema: DataSchema, id_field: str | N
               f"list[integer]: whole numbers; list[float]: numbers): {_quoted(bad_items)}"
               if bad_items else "list items have their declared types", offending=bad_items[:MAX_QUOTED],
               count=len(bad_items)),
+        values_check("dataset.values_survive_csv", rows, [f.name for f in schema.existing],
+                     fix="rewrite those values in every row (identifiers with a non-digit part, e.g. a letter prefix)"),
     ]

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sopforge.families.sop_tools.export.cells import table_problems
 from sopforge.families.sop_tools.models.api_graph import APIGraph
 from sopforge.families.sop_tools.models.data_schema import DataSchema, FieldSpec
 from sopforge.families.sop_tools.models.distractors import DistractorField, assign_values
@@ -144,6 +145,9 @@ def _pool_problem(f: DistractorField) -> str | None:
             return f"value {v!r} is not an ISO date YYYY-MM-DD"
     if len({str(v) for v in f.pool}) < 2:
         return "it needs at least two different values, or moving it between rows proves nothing"
+    misread = table_problems([{f.name: v} for v in f.pool], [f.name])
+    if misread:  # the export would refuse the column: drop it here, with the reason
+        return f"the exported CSV would not keep its values: {misread[0]}"
     return None
 
 

@@ -30,6 +30,7 @@ from sopforge.checks import CheckResult, check
 from sopforge.families.sop_tools.models.data_schema import DataSchema
 from sopforge.families.sop_tools.models.dataset import find_id_field
 from sopforge.families.sop_tools.models.ground_truth import ExcludedRow, GroundTruth, ReferenceProcedure, Task
+from sopforge.families.sop_tools.verify.csv_checks import values_check
 from sopforge.families.sop_tools.verify.ground_truth_bundle import PROCEDURE_FILE, _bundle_checks, input_columns
 from sopforge.families.sop_tools.verify.ground_truth_checks import (
     _call_checks, _coverage, _coverage_checks, _determinism_check, _procedure_checks, _row_checks, _validate,
@@ -126,6 +127,9 @@ def compute_ground_truth(bundle_folder: Path, schema: DataSchema, api_graph: API
             "expected_calls": [{"tool": c["tool"], "input": c["input"], "output": c["output"]} for c in run.calls]}))
     gt = result(tasks, excluded)
     checks += _row_checks(excluded, len(rows), max_excluded_share)
+    # Before the hardening stages pay for their calls: tool results become CSV cells too.
+    checks.append(values_check("ground_truth.values_survive_csv", gt.export_rows(), gt.columns,
+                               fix="return such values from the procedure and the tools in another form"))
     checks += _call_checks(runs, tasks, row_ids, specs, api_graph)
     checks += _coverage_checks(gt)
     if second is not None:

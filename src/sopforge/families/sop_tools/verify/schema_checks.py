@@ -8,6 +8,7 @@ from sopforge.checks import CheckResult, check
 from sopforge.families.sop_tools.models.data_schema import (
     ALLOWED_TYPES, BLOCKS, MAX_FIELDS, NUMERIC_TYPES, SNAKE_CASE_RE, DataSchema,
 )
+from sopforge.families.sop_tools.verify.csv_checks import schema_values_check
 from sopforge.labels import NA_TOKENS, normalize_label
 
 __all__ = ["check_schema"]
@@ -111,6 +112,8 @@ def check_schema(schema: DataSchema) -> list[CheckResult]:
                            f"overlapping decision labels ({'; '.join(overlaps)}): SOP-Bench's lenient matcher accepts one for the other; "
                            "rename so no label contains another (e.g. approved | rejected, not valid | invalid)",
                            "decision labels are distinct", overlaps=overlaps))
+
+    results.append(schema_values_check(schema))
 
     ids = [f.name for f in schema.existing if f.name == "id" or f.name.endswith("_id")]
     results.append(check("schema.unique_id_present", bool(ids),

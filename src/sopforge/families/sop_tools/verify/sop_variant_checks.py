@@ -86,31 +86,34 @@ def _mentions(text: str, value: str) -> bool:
 def _keeps_ground_truth_checks(base: SOPDocument, variant: SOPDocument, schema: DataSchema,
                                output_fields: list[str], context_text: str) -> list[CheckResult]:
     results = [check("variant.changed", variant.text.strip() != base.text.strip(),
-                     "the edits leave the SOP unchanged; make the change the variant type asks for")]
+                     "the edits leave the SOP unchanged; make the change the variant type asks for",
+                     ok="the variant differs from the base SOP")]
 
     titles = [s.title for s in base.sections]
     got = [s.title for s in variant.sections]
     results.append(check("variant.sections", got == titles,
                          f"the variant must keep the section headings {', '.join(titles)} in order; found "
-                         f"{', '.join(got) or 'none'}; do not edit or remove heading lines", found=got))
+                         f"{', '.join(got) or 'none'}; do not edit or remove heading lines",
+                         ok="the section headings are kept in order", found=got))
 
     missing = [f"{f.name} = {label}" for f in schema.decisions for label in f.labels()
                if not _mentions(variant.text, label)]
     results.append(check("variant.decision_labels", not missing,
                          f"decision outcomes no longer named: {'; '.join(missing)}; keep every outcome value "
-                         "verbatim where it is assigned", missing=missing))
+                         "verbatim where it is assigned", ok="every decision outcome is still named", missing=missing))
 
     unnamed = [name for name in output_fields if f"`{name}`" not in variant.text]
     results.append(check("variant.output_fields", not unnamed,
                          f"fields no longer named in backticks: {', '.join(unnamed)}; keep each where it is "
-                         "derived and in 6. Output", missing=unnamed))
+                         "derived and in 6. Output", ok="every output field is still named", missing=unnamed))
 
     available = numbers_in(variant.text) | numbers_in(context_text)
     lost = [t for t in base.thresholds if not threshold_stated_in(t, available)]
     results.append(check("variant.thresholds_determinable", not lost,
                          "thresholds neither in the variant nor stated in the business context: "
                          + "; ".join(f"'{t.text}' (step {t.step})" for t in lost)
-                         + "; keep these numbers in the SOP", lost=[t.text for t in lost]))
+                         + "; keep these numbers in the SOP",
+                         ok="every threshold is stated in the variant or the business context", lost=[t.text for t in lost]))
     return results
 
 
@@ -122,7 +125,7 @@ def _type_checks(variant_type: str, base: SOPDocument, variant: SOPDocument, too
         results.append(check("variant.fewer_thresholds", n_var < n_base,
                              f"{variant_type} must replace at least one explicit threshold (comparator and number) "
                              f"with prose; the variant has {n_var} thresholds, the base {n_base}",
-                             base=n_base, variant=n_var))
+                             ok=f"explicit thresholds went from {n_base} to {n_var}", base=n_base, variant=n_var))
     if variant_type == "implicit_decision_points":
         in_variant, in_context = numbers_in(variant.text), numbers_in(context_text)
         moved = [t.text for t in base.thresholds
@@ -130,31 +133,33 @@ def _type_checks(variant_type: str, base: SOPDocument, variant: SOPDocument, too
         results.append(check("variant.threshold_left_to_context", bool(moved),
                              "implicit_decision_points must remove from the SOP at least one threshold number the "
                              "business context states, so the agent has to look it up there; none was removed",
-                             moved=moved))
+                             ok=f"left to the business context: {', '.join(moved)}", moved=moved))
     if variant_type == "ambiguous_expressions":
         named = [t for t in tool_names if re.search(rf"(?<![\w]){re.escape(t)}(?![\w])", variant.text)]
         results.append(check("variant.no_tool_names", not named,
                              f"tool names still in the variant: {', '.join(named)}; describe the goal of the step "
-                             "instead of the tool", named=named))
+                             "instead of the tool", ok="no tool is named", named=named))
         b_base, b_var = backtick_count(base.text), backtick_count(variant.text)
         results.append(check("variant.fewer_mechanics", b_var < b_base,
                              "ambiguous_expressions must replace concrete mechanics (fields read, formulas, tool "
                              f"calls) with goal language; backticked mentions went from {b_base} to {b_var}, expected fewer",
-                             base=b_base, variant=b_var))
+                             ok=f"backticked mentions went from {b_base} to {b_var}", base=b_base, variant=b_var))
     if variant_type in LONGER_TYPES:
         results.append(check("variant.longer", len(variant.text) > len(base.text),
                              f"{variant_type} adds text; the variant has {len(variant.text)} characters, the base "
-                             f"{len(base.text)}", base=len(base.text), variant=len(variant.text)))
+                             f"{len(base.text)}", ok=f"{len(variant.text)} characters, the base {len(base.text)}",
+                             base=len(base.text), variant=len(variant.text)))
     c_base, c_var = conditional_count(base.text), conditional_count(variant.text)
     if variant_type == "branching":
         results.append(check("variant.more_conditions", c_var > c_base,
                              f"branching must add conditional clauses; if/when/unless count went from {c_base} to "
-                             f"{c_var}, expected more", base=c_base, variant=c_var))
+                             f"{c_var}, expected more", ok=f"if/when/unless count went from {c_base} to {c_var}",
+                             base=c_base, variant=c_var))
     if variant_type == "exception_paths":
         results.append(check("variant.no_branching_instructions", c_var <= c_base,
                              f"exception_paths adds exceptions without branching instructions; if/when/unless count "
                              f"went from {c_base} to {c_var}; describe each situation without 'if', 'when' or "
-                             "'unless'", base=c_base, variant=c_var))
+                             "'unless'", ok=f"if/when/unless count went from {c_base} to {c_var}", base=c_base, variant=c_var))
     return results
 
 

@@ -1,0 +1,75 @@
+"""What a new user reads after the demo: check messages that match their verdict, the SOP's steps one
+per line in ``show --stage sop``, the theme and families as tags in the Prefect runs list, an export
+whose two metadata files agree and whose files share one mode, and a bad command-line option blamed
+on the option."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import duckdb
+import httpx
+import pytest
+
+from test_bad_input import assert_one_line_error, run
+
+pytestmark = pytest.mark.prefect
+THEME_FILE = "examples/themes/pharmacy_refills.yaml"
+# Phrases only a failure says. Each was on a passing check of the demo before issue 15:
+# package.tasks_present "no task has a computed ground truth: nothing to export", instructions.depth
+# "nesting depth 3 exceeds 4", compliance.balanced "unbalanced twins", compliance.length_parity
+# "outside 0.8-1.25", instructions.branches "write at least 2", instructions.outcomes_covered "no action
+# names the outcome(s)", compliance.pairs_kept "no compliance pair was kept from 2 dialogue(s)".
+FAILURE_WORDING = re.compile(
+    r"nothing to export|no task has|exceeds|unbalanced|outside \d|write at least|add an action|no action names|"
+    r"was kept from|broken by|could not|cannot|is missing|are missing|\bfailed\b|\bfails\b", re.IGNORECASE)
+
+
+def test_after_the_demo_checks_steps_tags_and_export_read_right(cli, prefect_api):
+    demo = cli("generate", THEME_FILE, "--json")
+    assert demo.code == 0, demo.stderr
+    run_id = json.loads(demo.stdout)["run_id"]
+
+    with duckdb.connect(str(cli.home / "sopforge.duckdb"), read_only=True) as con:
+        checks = con.execute("SELECT check_name, passed, message FROM validations").fetchall()
+    names = {name for name, _, _ in checks}
+    assert {"package.tasks_present", "compliance.balanced", "instructions.depth", "dataset.values_survive_csv",
+            "schema.values_survive_csv", "ground_truth.values_survive_csv"} <= names
+    passing = [(name, message) for name, passed, message in checks if passed]
+    assert len(passing) == len(checks) > 150  # every check of every stage, all passing in the demo
+    reads_as_failure = [(name, message) for name, message in passing if FAILURE_WORDING.search(message)]
+    assert reads_as_failure == []
+    assert dict(passing)["package.tasks_present"] == "50 tasks exported"
+
+    shown = cli("show", run_id, "--stage", "sop")
+    assert shown.code == 0, shown.stderr
+    with duckdb.connect(str(cli.home / "sopforge.duckdb"), read_only=True) as con:
+        text = con.execute("SELECT content->>'$.text' FROM artifacts WHERE stage = 'sop'").fetchone()[0]
+    procedure = text.split("5. Main Procedure", 1)[1].split("6. Output", 1)[0]
+    steps = [line.split()[0] for line in procedure.splitlines() if re.match(r"5(\.\d+)+\s", line)]
+    printed = [line.strip().split()[0] for line in shown.stdout.splitlines() if re.match(r"\s*5(\.\d+)+\s", line)]
+    # Every step begins a printed line, in order (a wrapped long step may start another line with a
+    # step reference, hence a subsequence); joined into one paragraph, almost none would.
+    remaining = iter(printed)
+    assert len(steps) > 10 and all(step in remaining for step in steps), (steps, printed)
+
+    response = httpx.post(f"{prefect_api}/flow_runs/filter", json={"flow_runs": {"name": {"any_": [run_id]}}},
+                          timeout=30)
+    [flow_run] = response.json()
+    assert {"sopforge", "pharmacy_refills", "sop_tools"} <= set(flow_run["tags"])
+
+    export = cli.home / "exports" / run_id
+    outer = json.loads((export / "metadata.json").read_text())["stats"]
+    inner = json.loads((export / "pharmacy_refills" / "metadata.json").read_text())["stats"]
+    assert outer["mean_expected_calls"] == inner["mean_expected_calls"] > 0
+    modes = {path.relative_to(export).as_posix(): oct(path.stat().st_mode & 0o777)
+             for path in export.rglob("*") if path.is_file()}
+    assert {"tasks.jsonl", "tasks.parquet", "metadata.json"} <= modes.keys()
+    assert len(set(modes.values())) == 1, modes
+
+
+def test_a_bad_option_is_blamed_on_the_command_line_not_the_theme_file(tmp_path):
+    proc = run(tmp_path / "home", "generate", THEME_FILE, "--rows", "-5")
+    assert_one_line_error(proc, "--rows -5", "greater than or equal to 1")
+    assert THEME_FILE not in proc.stderr and proc.returncode == 2

@@ -1,0 +1,63 @@
+"""``sopforge runs delete`` / ``runs prune`` on real runs, and ``sopforge --version``."""
+
+from __future__ import annotations
+
+import json
+from importlib.metadata import version
+
+import duckdb
+import pytest
+
+from cli_support import ROOT
+
+pytestmark = pytest.mark.prefect
+THEME_FILE = "examples/themes/pharmacy_refills.yaml"
+TABLES = ("runs", "stage_runs", "artifacts", "artifact_edges", "validations", "dataset_rows", "funnel",
+          "llm_calls", "reviews", "review_requests")
+
+
+def one_error_line(result) -> str:
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.code == 2 and len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    return lines[0]
+
+
+def test_delete_refuses_to_break_lineage_prune_keeps_what_is_used_and_files_go_too(cli, tmp_path):
+    first = json.loads(cli("generate", THEME_FILE, "--json").stdout)
+    second = json.loads(cli("generate", THEME_FILE, "--json").stdout)  # reuses every artifact of the first
+    assert {s["status"] for s in second["stages"]} == {"reused"}
+    unrecorded = tmp_path / "unrecorded.yaml"
+    unrecorded.write_text(f"theme: a theme nobody recorded\nslug: unrecorded\nprovider: replay\n"
+                          f"recordings: {ROOT / 'examples/recordings/pharmacy_refills'}\n")
+    assert cli("generate", str(unrecorded)).code != 0
+    runs = {r["status"]: r["id"] for r in json.loads(cli("runs", "--json").stdout)}
+    failed = runs["failed"]
+
+    export = cli.home / "exports" / first["run_id"]
+    dataset = cli.home / "datasets" / f"{first['stages'][4]['artifact_id']}.parquet"
+    assert export.is_dir() and dataset.is_file()
+
+    refused = one_error_line(cli("runs", "delete", first["run_id"][:6]))
+    assert f"run {first['run_id']} cannot be deleted: run {second['run_id']} uses its artifacts" in refused
+    assert export.is_dir()
+
+    pruned = json.loads(cli("runs", "prune", "--status", "failed", "--json").stdout)
+    assert pruned["runs"] == [failed] and pruned["kept"] == {}
+
+    dry = json.loads(cli("runs", "delete", first["run_id"], second["run_id"], "--dry-run", "--json").stdout)
+    assert dry["rows"]["artifacts"] == 10 and dry["files"] == [] and export.is_dir()
+    deleted = json.loads(cli("runs", "delete", first["run_id"], second["run_id"], "--json").stdout)
+    assert sorted(deleted["runs"]) == sorted([first["run_id"], second["run_id"]])
+    assert str(export) in deleted["files"] and str(dataset) in deleted["files"]
+    assert not export.exists() and not dataset.exists()
+    with duckdb.connect(str(cli.home / "sopforge.duckdb"), read_only=True) as con:
+        assert {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES} == dict.fromkeys(TABLES, 0)
+    assert "no run" in cli("runs", "prune", "--status", "failed").stdout
+
+    bad = one_error_line(cli("runs", "prune", "--status", "running"))
+    assert "cannot be pruned" in bad
+
+
+def test_version(cli):
+    result = cli("--version")
+    assert result.code == 0 and result.stdout.strip() == f"sopforge {version('sopforge')}"

@@ -1,0 +1,71 @@
+"""A ``sopforge generate`` killed with SIGKILL mid-stage: the run reads as interrupted and resumes.
+
+Nothing in the killed process can record the end, so before issue 15 the run and its stage stayed
+``running`` for ever and ``rerun`` refused them without ``--force``.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+
+import duckdb
+import pytest
+
+from answers import THEME, by_stage, prompt_text, stage_of
+from sopforge.llm.testserver import FakeLLMServer
+
+pytestmark = pytest.mark.prefect
+
+
+def test_a_killed_generate_is_shown_interrupted_and_rerun_resumes_it_without_force(cli):
+    release = threading.Event()
+    answer = by_stage()
+
+    def respond(body: dict, protocol: str) -> str:
+        if stage_of(prompt_text(body, protocol)) == "sop":
+            release.wait(300)  # hold the SOP call: the process is killed while it waits
+        return answer(body, protocol)
+
+    common = ("--provider", "openai", "--model", "m", "--json")
+    env = {"OPENAI_API_KEY": "sk-test"}
+    with FakeLLMServer(respond) as server:
+        proc = cli.start("generate", "--theme", THEME, "--slug", "pharmacy_refills", "--base-url",
+                         server.openai_base_url, *common, env=env)
+        deadline = time.monotonic() + 240
+        while not any(r.json and stage_of(prompt_text(r.json, "openai")) == "sop" for r in list(server.requests)):
+            assert proc.poll() is None, proc.stderr.read()
+            assert time.monotonic() < deadline, "the SOP stage never started"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        release.set()
+
+        db = cli.home / "sopforge.duckdb"
+        with duckdb.connect(str(db), read_only=True) as con:
+            run_id, raw_status = con.execute("SELECT id, status FROM runs").fetchone()
+            assert raw_status == "running"  # the killed process recorded nothing
+            assert con.execute("SELECT status FROM stage_runs WHERE stage = 'sop'").fetchall() == [("running",)]
+
+        listed = cli("runs", "--json")
+        assert listed.code == 0, listed.stderr
+        [run] = json.loads(listed.stdout)
+        assert run["status"] == "interrupted" and f"sopforge rerun {run_id}" in run["error"]
+        shown = cli("show", run_id, "--json")
+        stages = {s["stage"]: s["status"] for s in json.loads(shown.stdout)["stages"]}
+        assert stages == {"context": "succeeded", "schema": "succeeded", "sop": "interrupted"}
+        table = cli("runs")
+        assert "interrupted" in table.stdout
+
+        resumed = cli("rerun", run_id, "--json", env=env)  # no --force
+    assert resumed.code == 0, resumed.stderr
+    summary = json.loads(resumed.stdout)
+    assert summary["status"] == "succeeded"
+    statuses = {s["stage"]: s["status"] for s in summary["stages"]}
+    assert statuses["context"] == statuses["schema"] == "reused" and statuses["sop"] == "generated"
+    with duckdb.connect(str(db), read_only=True) as con:  # the rerun wrote the interruption down
+        assert con.execute("SELECT status FROM runs WHERE id = ?", [run_id]).fetchone() == ("interrupted",)
+        assert con.execute("SELECT status FROM stage_runs WHERE run_id = ? AND stage = 'sop'",
+                           [run_id]).fetchall() == [("interrupted",)]

@@ -1,0 +1,65 @@
+"""A domain whose identifiers have leading zeros succeeds end to end, export included.
+
+The model first writes prescription numbers the way a pharmacy system prints them, digits with
+a leading zero (``0775353``). Before issue 15 every stage accepted them and the run failed at
+``package``, after every LLM call was paid for: pandas reads the exported CSV back as the number
+775353. Now the schema and dataset stages quote the problem to the model, which answers with a
+prefix (``RX-0775353``), and the exported CSV, read the way SOP-Bench's harness reads it
+(``pandas.read_csv`` with no options), keeps every zero.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import duckdb
+import pandas as pd
+import pytest
+
+from answers import RECORDED_CALLS, THEME, by_stage, prompt_text, recorded_answer, stage_of
+from sopforge.llm.testserver import FakeLLMServer
+
+pytestmark = pytest.mark.prefect
+NUMBER = re.compile(r'"prescription_number": "RX-(\d+)"')
+
+
+def users(body: dict) -> int:
+    return sum(m["role"] == "user" for m in body["messages"])
+
+
+def test_identifiers_with_leading_zeros_are_fixed_upstream_and_survive_the_export(cli):
+    recorded = by_stage()
+    schema_line = 'identifier of the prescription being refilled (e.g., "RX-771204")'
+    assert schema_line in recorded_answer("schema")
+    feedback_seen: dict[str, str] = {}
+
+    def respond(body: dict, protocol: str) -> str:
+        stage, answer = stage_of(prompt_text(body, protocol)), recorded(body, protocol)
+        if users(body) > 1:  # a re-ask: keep what it says, answer with the fix
+            feedback_seen[stage] = body["messages"][-1]["content"]
+        if stage == "schema" and users(body) == 1:
+            return answer.replace(schema_line, schema_line.replace("RX-771204", "0771204"))
+        if stage == "dataset":
+            return NUMBER.sub(r'"prescription_number": "0\1"' if users(body) == 1 else
+                              r'"prescription_number": "RX-0\1"', answer)
+        return answer
+
+    with FakeLLMServer(respond) as server:
+        result = cli("generate", "--theme", THEME, "--slug", "pharmacy_refills", "--provider", "openai",
+                     "--model", "m", "--base-url", server.openai_base_url, "--json", env={"OPENAI_API_KEY": "sk-test"})
+    assert result.code == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["status"] == "succeeded" and summary["llm_calls"] == RECORDED_CALLS + 3  # schema + 2 batches
+
+    assert "schema.values_survive_csv" in feedback_seen["schema"] and "0771204" in feedback_seen["schema"]
+    assert "dataset.values_survive_csv" in feedback_seen["dataset"]
+    assert "prescription_number" in feedback_seen["dataset"] and "read back by pandas as" in feedback_seen["dataset"]
+
+    with duckdb.connect(str(cli.home / "sopforge.duckdb"), read_only=True) as con:
+        stored = [n for (n,) in con.execute("SELECT data->>'$.prescription_number' FROM dataset_rows "
+                                            "ORDER BY ordinal").fetchall()]
+    assert len(stored) == 50 and all(re.fullmatch(r"RX-0\d{6}", n) for n in stored)
+    csv = cli.home / "exports" / summary["run_id"] / "pharmacy_refills" / "test_set_with_outputs.csv"
+    read = pd.read_csv(csv)  # exactly how SOP-Bench's loader reads it
+    assert sorted(read["prescription_number"].tolist()) == sorted(stored)
