@@ -26,7 +26,7 @@ from sopforge.families.sop_tools.models.api_graph import APIGraph
 from sopforge.families.sop_tools.models.ground_truth import Task
 from sopforge.families.sop_tools.models.trajectory import AgentReport, Trajectory
 from sopforge.families.sop_tools.verify.replay import (
-    ReplayRun, argument_sources, chain_plan, replay_plans, to_trajectory,
+    ReplayRun, argument_sources, chain_plan, pooled, replay_plans, to_trajectory,
 )
 from sopforge.families.sop_tools.verify.trajectory import score_agent
 from sopforge.sandbox import SandboxLimits
@@ -100,7 +100,7 @@ def baseline_check(reports: list[AgentReport], bound: float, name: str = "ground
 
 def run_baselines(folder: Path, tasks: list[Task], graph: APIGraph, input_columns: list[str], *,
                   limits: SandboxLimits | None = None) -> list[AgentReport]:
-    """Replay the baselines through ``folder``'s tools (a fresh Manager per task) and score them.
+    """Replay the baselines through ``folder``'s tools (one Manager per agent, each task another case) and score them.
 
     Raises:
         ValidationFailed: The replay process itself failed (the folder's tools do not run).
@@ -108,7 +108,8 @@ def run_baselines(folder: Path, tasks: list[Task], graph: APIGraph, input_column
     answer = majority_answer(tasks)
     plans = baseline_plans(tasks, graph, input_columns, answer)
     flat = [p for agent in REPLAYED for p in plans[agent]]
-    result, runs = replay_plans(folder, flat, fresh=True, limits=limits)
+    result, runs = replay_plans(folder, flat, fresh=[name for agent in REPLAYED for name in pooled(agent, len(tasks))],
+                                limits=limits)
     if not result.ok or len(runs) < len(flat):
         raise ValidationFailed(f"the baseline agents could not be replayed ({result.error_kind}): "
                                f"{result.error_message}")

@@ -1,7 +1,8 @@
 """The consequences of the reference procedure's calls: expected final states, tool values, paths and baselines.
 
 Once the reference procedure has run on every row (:mod:`sopforge.families.sop_tools.verify.ground_truth`),
-one more sandbox process replays, each on a fresh Manager:
+one more sandbox process replays, each case as on a fresh Manager (one Manager per kind of plan, each
+plan of a kind another case, see :func:`~sopforge.families.sop_tools.verify.replay.replay_plans`):
 
 1. every task's expected calls, literally (τ²-bench: the reference actions on a fresh environment).
    The records they leave are the task's **expected state**; every call must return what it
@@ -31,7 +32,9 @@ from sopforge.families.sop_tools.verify.baselines import (
 )
 from sopforge.families.sop_tools.verify.ground_truth_checks import json_equal
 from sopforge.families.sop_tools.verify.paths import path_checks, path_table, write_checks
-from sopforge.families.sop_tools.verify.replay import ReplayRun, argument_sources, chain_plan, literal_plan, replay_plans
+from sopforge.families.sop_tools.verify.replay import (
+    ReplayRun, argument_sources, chain_plan, literal_plan, pooled, replay_plans,
+)
 from sopforge.families.sop_tools.verify.tool_common import typed_row
 from sopforge.sandbox import SandboxLimits
 
@@ -106,7 +109,11 @@ def replay_consequences(folder: Path, tasks: list[Task], rows: list[dict[str, An
     answer = majority_answer(tasks)
     baselines = baseline_plans(tasks, graph, input_columns, answer) if gates is not None else {}
     plans = expected + values + [p for agent in REPLAYED for p in baselines.get(agent, [])]
-    result, runs = replay_plans(folder, plans, fresh=True, limits=limits)
+    # One Manager per kind of plan: every plan of a kind is another case, so each sees its case as a fresh
+    # Manager would (writes touch only their own case), without reading the CSV once per plan.
+    kinds = (pooled("expected", len(expected)) + pooled("values", len(values))
+             + [name for agent in REPLAYED for name in pooled(agent, len(baselines.get(agent, [])))])
+    result, runs = replay_plans(folder, plans, fresh=kinds, limits=limits)
     if not result.ok or len(runs) < len(plans):
         return Consequences(tasks=tasks, checks=[check(
             "ground_truth.replay_reproduces", False, f"replaying the tasks' calls failed ({result.error_kind}): "

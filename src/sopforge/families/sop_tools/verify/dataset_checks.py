@@ -120,8 +120,8 @@ def conditional_checks(rows: list[dict[str, Any]], schema: DataSchema, id_field:
 SEQUENCE_SHARE = 0.5  # a step that repeats between more than half the consecutive ids makes them a counter
 MIN_ROWS = 8  # fewer rows say nothing about spread or correlation
 MIN_DISTINCT_SHARE = 0.1  # numeric fields: distinct values / rows (unless the range holds fewer); low, since real
-# fields cluster (a days supply is 30, 90 or 28): it catches a column that barely varies, not a realistic cluster
-MAX_MODE_SHARE = 0.6  # numeric fields: the most common value may cover at most this share of rows
+# fields cluster (a days supply is 30, 90 or 28; an alert count is mostly 0): it catches a column that barely
+# varies (every row 30), not a realistic cluster
 MIN_CORRELATION = 0.2  # a declared correlation must show at least this rank correlation, with its sign
 _TRAILING_NUMBER = re.compile(r"(\d+)\D*$")
 
@@ -195,7 +195,7 @@ def realism_checks(rows: list[dict[str, Any]], schema: DataSchema, id_field: str
             needed = min(max(2, math.ceil(MIN_DISTINCT_SHARE * len(values))), span)
             value, top = Counter(values).most_common(1)[0]
             distinct = len(set(values))
-            if distinct < needed or (top > MAX_MODE_SHARE * len(values) and span > 2):
+            if distinct < needed:
                 flat.append(f"{f.name}: {distinct} distinct value(s) in {len(values)} rows, {value!r} in {top}")
     results.append(check(
         "dataset.realism.numeric_spread", not flat,

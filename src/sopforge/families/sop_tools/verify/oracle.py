@@ -4,8 +4,9 @@ An exported folder has the SOP-Bench layout (research/sopbench_format.md §1): `
 (``input_columns``, ``output_columns``), ``test_set_with_outputs.csv`` (inputs, hidden columns,
 answers), ``tools.py`` and ``toolspecs.json``. The oracle knows each task's expected call
 sequence: it replays those calls, in order, through the folder's ``tools.py`` in a sandbox
-process, each task on a fresh Manager (τ²-bench: the reference actions on a fresh environment),
-then answers with the expected outputs.
+process, on shared Managers as the SOP-Bench harness does (each task's state diff is what the
+reference actions leave for its case, as on a fresh environment in τ²-bench), then answers with
+the expected outputs.
 
 A task succeeds when every call returns without raising and returns exactly what was recorded
 during ground-truth computation, the call names a tool of ``toolspecs.json``, the answer matches
@@ -36,7 +37,7 @@ from sopforge.families.sop_tools.verify.ground_truth_bundle import (
     CSV_FILE, TOOLS_FILE, TOOLSPECS_FILE, load_toolspecs,
 )
 from sopforge.families.sop_tools.verify.ground_truth_checks import json_equal
-from sopforge.families.sop_tools.verify.replay import literal_plan, replay_plans, to_trajectory
+from sopforge.families.sop_tools.verify.replay import literal_plan, pooled, replay_plans, to_trajectory
 from sopforge.families.sop_tools.verify.trajectory import (
     NULL_LIKE, harness_match, normalize_answer, score_trajectory, strict_match,
 )
@@ -122,7 +123,7 @@ def oracle_check(folder: Path, tasks: list[Task] | None = None, *, limits: Sandb
         problems.append(f"{CSV_FILE} has {len(rows)} rows but there are {len(tasks)} tasks")
 
     plans = [literal_plan([c.model_dump() for c in t.expected_calls]) for t in tasks]
-    replay, runs = replay_plans(folder, plans, fresh=True, limits=limits)
+    replay, runs = replay_plans(folder, plans, fresh=pooled("oracle", len(plans)), limits=limits)
     if not replay.ok:
         problems.append(f"replaying the calls failed ({replay.error_kind}): {replay.error_message}")
 

@@ -32,11 +32,15 @@ from sopforge.families.sop_tools.models.api_graph import APIGraph
 from sopforge.families.sop_tools.models.trajectory import StateDiff, Trajectory, TrajectoryCall
 from sopforge.sandbox import SandboxLimits, SandboxResult, run_in_sandbox
 
-__all__ = ["DRIVER_FILE", "DRIVER_SOURCE", "STATE_METHOD", "ReplayRun", "argument_sources", "chain_plan",
-           "literal_plan", "replay_plans", "to_trajectory"]
+__all__ = ["DRIVER_FILE", "DRIVER_SOURCE", "POOL_SIZE", "STATE_METHOD", "ReplayRun", "argument_sources",
+           "chain_plan", "literal_plan", "pooled", "replay_plans", "to_trajectory"]
 
 DRIVER_FILE = "_sopforge_replay.py"
 STATE_METHOD = "database_state"
+# Plans per shared Manager. The driver reads the whole state after every call, so a Manager that
+# accumulated the records of thousands of cases would make a replay quadratic; a new Manager reads the
+# whole CSV, so one per plan would too. A pool of this many cases keeps both costs small.
+POOL_SIZE = 50
 
 DRIVER_SOURCE = '''\
 """sopforge replay driver: runs planned tool calls on the folder's Manager and records the database state.
@@ -48,7 +52,7 @@ import json
 
 import tools as _tools_module
 
-_shared = []
+_shared = {}
 
 
 def _manager_class():
@@ -63,6 +67,12 @@ def _plain(value):
     try:
         return json.loads(json.dumps(value)), None
     except (TypeError, ValueError) as exc:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                try:
+                    json.dumps(item)
+                except (TypeError, ValueError):
+                    return None, str(key) + " holds a " + type(item).__name__
         return None, str(exc)[:200]
 
 
@@ -93,13 +103,15 @@ def _diff(before, after):
     return out
 
 
-def replay(steps, fresh):
-    if fresh or not _shared:
+def replay(steps, instance):
+    # True: a new Manager for this plan; False or a name: the Manager shared by every plan with that name.
+    if instance is True:
         manager = _manager_class()()
-        if not fresh:
-            _shared.append(manager)
     else:
-        manager = _shared[0]
+        key = "shared" if instance is False else str(instance)
+        if key not in _shared:
+            _shared[key] = _manager_class()()
+        manager = _shared[key]
     start = _state(manager)
     before = start
     entries = []
@@ -144,11 +156,17 @@ class ReplayRun:
 
     ok: bool
     error: str = ""
+    too_large: int | None = None  # the plan's results exceeded the sandbox's result limit (their size in bytes)
     calls: list[dict[str, Any]] = field(default_factory=list)
     state_diff: StateDiff | None = None
     stateful: bool = False
     tables: list[str] = field(default_factory=list)
     initial_records: int = 0
+
+
+def pooled(kind: str, count: int) -> list[str]:
+    """Manager names for ``count`` plans of one kind: a new shared Manager every :data:`POOL_SIZE` plans."""
+    return [f"{kind}:{i // POOL_SIZE}" for i in range(count)]
 
 
 def literal_plan(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -162,8 +180,11 @@ def _runs(result: SandboxResult, n: int) -> list[ReplayRun]:
         if not outcome.ok:
             err = outcome.error
             runs.append(ReplayRun(ok=False, error=f"{err.type}: {err.message}" if err else "the driver raised"))
-        elif not outcome.json_ok or outcome.omitted or not isinstance(outcome.result, dict):
-            runs.append(ReplayRun(ok=False, error="the replay result is not JSON (or too large)"))
+        elif outcome.omitted:
+            runs.append(ReplayRun(ok=False, error=f"the results are too large ({outcome.result_bytes} bytes)",
+                                  too_large=outcome.result_bytes))
+        elif not outcome.json_ok or not isinstance(outcome.result, dict):
+            runs.append(ReplayRun(ok=False, error="the replay result is not JSON"))
         else:
             body = outcome.result
             runs.append(ReplayRun(ok=True, calls=body["calls"], state_diff=body["state_diff"] if body["stateful"]
@@ -172,15 +193,18 @@ def _runs(result: SandboxResult, n: int) -> list[ReplayRun]:
     return runs
 
 
-def replay_plans(folder: Path, plans: list[list[dict[str, Any]]], *, fresh: bool | list[bool] = True,
+def replay_plans(folder: Path, plans: list[list[dict[str, Any]]], *, fresh: bool | str | list[bool | str] = True,
                  limits: SandboxLimits | None = None) -> tuple[SandboxResult, list[ReplayRun]]:
     """Run every plan through ``folder``'s tools.py in one sandbox process.
 
     Args:
         folder: A folder with tools.py and the CSV it reads (a bundle or an exported SOP-Bench folder).
         plans: One list of steps per task (see the module docstring).
-        fresh: A new Manager per plan (True) or one Manager for all plans, in order (False); a list
-            says it per plan (a fresh plan after shared ones sees what a new instance starts with).
+        fresh: A new Manager per plan (True), one Manager for all plans in order (False), or one Manager per
+            name (a string: plans with the same name share it). A list says it per plan (a fresh plan after
+            shared ones sees what a new instance starts with). A new Manager reads the whole CSV, so for
+            many plans a named Manager per kind of plan is much faster; it is as good as a fresh one when
+            each plan of that name is a different case, since a write only touches its own case's records.
         limits: Sandbox limits of the process.
 
     Returns:

@@ -84,6 +84,10 @@ def judge_rows(runs: list[ReplayRun], rows: list[dict[str, Any]], labels: list[s
     seen: dict[str, dict[str, set[str]]] = {n: {"in": set(), "out": set(), "rows": set()} for n in order}
     checked_args = 0
     for label, row, run in zip(labels, rows, runs):
+        if run.too_large is not None:
+            shape.add("size", label, f"one row's results are too large ({run.too_large} bytes); return only the "
+                      "API's output fields")
+            continue
         if not run.ok:
             raised.add(("driver", run.error), label, f"the check driver failed: {one_line(run.error, 120)}")
             continue

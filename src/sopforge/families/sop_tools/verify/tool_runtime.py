@@ -6,8 +6,8 @@ otherwise it is taken from the result of the nearest upstream API (in topologica
 returns it, as an agent that sees only the input columns must do. A write's decision inputs take
 the decision labels in turn, row by row, so every label is recorded somewhere. So a tool that
 returns ``"24"`` for an integer breaks its consumers here exactly as it would for an agent. Each
-row is one plan of the replay driver (:mod:`sopforge.families.sop_tools.verify.replay`), run on one
-Manager shared by every row, as the SOP-Bench harness does. After the chain, the first tool is
+row is one plan of the replay driver (:mod:`sopforge.families.sop_tools.verify.replay`), run on a
+Manager shared with other rows (a pool of them), as the SOP-Bench harness shares one. After the chain, the first tool is
 called again with the same arguments (idempotence), and one extra plan per tool that takes an
 identifier repeats the first row's chain and then calls that tool with every identifier replaced
 by :data:`UNKNOWN_ID` (it must raise).
@@ -42,7 +42,7 @@ from sopforge.families.sop_tools.models.dataset import Dataset, row_label
 from sopforge.families.sop_tools.models.tools import ToolCode, ToolSpecs, csv_cell
 from sopforge.sandbox import SandboxLimits, SandboxResult
 from sopforge.families.sop_tools.verify.replay import (
-    ReplayRun, argument_sources, chain_plan, replay_plans,
+    ReplayRun, argument_sources, chain_plan, pooled, replay_plans,
 )
 from sopforge.families.sop_tools.verify.tool_common import CSV_FILE, _few, _Findings, _result, _short, typed_row
 from sopforge.families.sop_tools.verify.tool_judging import judge_probes, judge_rows, judge_state
@@ -130,7 +130,9 @@ def _sandbox_failure(result: SandboxResult, labels: list[str], run: str) -> Chec
 
 
 def _fingerprint(run: ReplayRun) -> str:
-    return json.dumps([run.ok, run.error, run.calls, run.state_diff], sort_keys=True, default=repr)
+    # The size of an oversized result varies with how many records the shared Manager holds: not a difference.
+    error = "too large" if run.too_large is not None else run.error
+    return json.dumps([run.ok, error, run.calls, run.state_diff], sort_keys=True, default=repr)
 
 
 def check_runtime(code: ToolCode, specs: ToolSpecs, graph: APIGraph, schema: DataSchema, dataset: Dataset, *,
@@ -167,7 +169,7 @@ def check_runtime(code: ToolCode, specs: ToolSpecs, graph: APIGraph, schema: Dat
     call_labels = labels + [f"the unknown-id probe of {name}" for name, _ in probes] + ["a fresh Manager"]
     forward = plans + [p for _, p in probes] + [fresh_probe]
     backward = plans[::-1] + [p for _, p in probes] + [fresh_probe]
-    flags = [False] * (len(forward) - 1) + [True]
+    flags = pooled("rows", len(plans)) + ["probes"] * len(probes) + [True]
     with tempfile.TemporaryDirectory(prefix="sopforge-tools-") as tmp:
         folder = write_bundle(Path(tmp), dataset, code)
         first, runs = replay_plans(folder, forward, fresh=flags, limits=limits)
