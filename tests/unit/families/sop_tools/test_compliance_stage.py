@@ -132,6 +132,23 @@ def test_each_prompt_carries_its_distinctive_tag(go):
     assert "still entails the compliant response" in retry.messages[0].content
 
 
+def test_the_rewrite_prompt_shows_the_whole_document_not_only_the_changed_section(go):
+    """Issue 16, item 7: the right rewrite can depend on a branch outside the section (what applies
+    once the changed condition no longer does), so both whole documents are shown, with ids."""
+    _, _, provider = go()
+    request = next(r for r in provider.requests if "rewrite_RX-004573_parameter_mismatch_c1" in r.call_key)
+    prompt = request.messages[0].content
+    original = prompt.split("<original_document>\n")[1].split("\n</original_document>")[0]
+    manipulated = prompt.split("<manipulated_document>\n")[1].split("\n</manipulated_document>")[0]
+    section = prompt.split("<original_instruction>\n")[1].split("\n</original_instruction>")[0]
+    changed = prompt.split("only statement ")[1].split(" differs")[0]
+    # Outside the section: the other branches and the approval at the end of the document.
+    assert "Record the outcome approve and queue the refill for pickup" in original
+    assert "Record the outcome approve and queue the refill for pickup" not in section
+    assert [line for line in original.splitlines() if line not in manipulated.splitlines()] == [
+        line for line in original.splitlines() if line.startswith(f"[{changed}] ")]
+
+
 def test_a_verifier_that_always_says_entails_retries_then_drops(go):
     always_yes = {f"entail_RX-004573_{k}_c{c}": read_answer("entail_yes") for k in stage.KINDS for c in (1, 2, 3)}
     result, funnel, _ = go(always_yes)

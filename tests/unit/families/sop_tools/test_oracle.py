@@ -172,3 +172,16 @@ def test_folder_problems_are_reported_not_raised(tmp_path, ground_truth):
 def test_answer_matching_follows_sop_bench_and_strict_rules(predicted, expected, loose, strict):
     assert harness_match(predicted, expected) is loose
     assert strict_match(predicted, expected) is strict
+
+
+def test_a_tool_that_records_something_else_fails_the_final_state_not_the_answer(tmp_path, ground_truth):
+    folder = export(tmp_path / "pharmacy", ground_truth)
+    edit_file(folder / "tools.py", '"blocking_reason": str(blocking_reason).strip()})\n\n    def recordRefillDecision',
+              '"blocking_reason": "unspecified"})\n\n    def recordRefillDecision')
+    report = oracle_check(folder, limits=LIMITS)
+    referred = [t.task_id for t in ground_truth.tasks if t.expected_outputs["refill_decision"] == "refer_to_prescriber"]
+    assert report.tsr == 1.0 and report.order == 1.0 and not report.passed
+    assert report.state_correct == 14 - len(referred) and [f.task_id for f in report.failures] == referred
+    assert report.failures[0].reasons == [
+        f"the calls leave another database state than expected (prescriber_referrals/{referred[0]}: blocking_reason)"]
+    assert "final state 0.57" in report.summary()

@@ -164,6 +164,9 @@ def oracle_check(folder: Path, tasks: list[Task] | None = None, *, limits: Sandb
                                    f"{json.dumps(expected.output)}")
             if all("error" not in o for o in run.calls):
                 completed += 1
+        # TSR judges the calls and the answers (SOP-Bench); final state and order are scored beside it.
+        loose = strict = not reasons
+        if run is not None and run.ok:
             score = score_trajectory(task, to_trajectory(task.task_id, run, dict(task.expected_outputs)))
             if score.state_correct is False:
                 shown = (score.forbidden_writes + score.wrong_writes + score.missing_writes)[:3]
@@ -172,7 +175,6 @@ def oracle_check(folder: Path, tasks: list[Task] | None = None, *, limits: Sandb
             if score.order_violations:
                 reasons.append(f"order violations: {'; '.join(score.order_violations[:3])}")
             order_correct += score.order_ok
-        loose = strict = not reasons
         for column in outputs:
             if column not in task.expected_outputs:
                 reasons.append(f"the task has no expected value for output column {column}")
