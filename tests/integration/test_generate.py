@@ -171,8 +171,8 @@ def test_a_failed_stage_stops_the_flow_and_a_rerun_resumes_there(cli):
 def test_a_stub_tool_is_caught_by_the_tools_gate_and_nothing_is_exported(cli):
     """Tool code that ignores its data fails the runtime checks; the flow stops before package."""
     good = recorded_answer("tools", "code")
-    stub = good.replace('return {"interaction_alert_level": self._row(request_id)["interaction_alert_level"]}',
-                        'return {"interaction_alert_level": "no_alert"}')
+    stub = good.replace('return {"interaction_alert_level": row["interaction_alert_level"],',
+                        'return {"interaction_alert_level": "no_alert",')
     assert stub != good
     with FakeLLMServer(by_stage({"tools/code": stub})) as server:
         failed = cli("generate", "--theme", THEME, "--slug", "pharmacy_refills", "--family", "sop_tools",

@@ -22,6 +22,7 @@ from sopforge.families.sop_tools.models.ground_truth import GroundTruth, OracleR
 from sopforge.families.sop_tools.models.manipulations import ManipulationSet
 from sopforge.families.sop_tools.models.package import PackageManifest
 from sopforge.families.sop_tools.models.sop import SOPDocument
+from sopforge.families.sop_tools.models.trajectory import AgentReport, Trajectory
 from sopforge.families.sop_tools.models.tools import ToolsArtifact
 from sopforge.families.sop_tools.options import OPTIONS_KEY, HardeningSpec, hardening
 from sopforge.families.sop_tools.stages import api_graph as api_graph_stage
@@ -35,6 +36,7 @@ from sopforge.families.sop_tools.stages import sop as sop_stage
 from sopforge.families.sop_tools.stages import tools as tools_stage
 from sopforge.families.sop_tools.verify.gx_suite import gx_context
 from sopforge.families.sop_tools.verify.oracle import oracle_check
+from sopforge.families.sop_tools.verify.trajectory import score_agent, score_trajectory
 
 __all__ = ["FAMILY"]
 
@@ -90,7 +92,8 @@ STAGES: tuple[StageSpec, ...] = (
         make_inputs=lambda spec, up, ctx: reference_stage.ReferenceInputs(
             theme_slug=spec.slug, schema=up["schema"], sop=up["sop"], api_graph=up["api_graph"],
             tools={"toolspecs": up["tools"].toolspecs.specs, "tool_code": up["tools"].code.source},
-            rows=up["dataset"].rows),
+            rows=up["dataset"].rows, gates=hardening(spec).gates()),
+        params=lambda spec: hardening(spec).gates(),
         render=render.reference_markdown,
     ),
     StageSpec(
@@ -126,23 +129,51 @@ STAGES: tuple[StageSpec, ...] = (
             run_id=ctx.run_id, theme=spec.theme, theme_slug=spec.slug, context=up["context"], sop=up["sop"],
             api_graph=up["api_graph"], tools=up["tools"], ground_truth=up["reference"],
             distractors=up["distractors"], manipulations=up["manipulations"],
-            exports_dir=ctx.exports_dir, provenance=provenance(ctx.parent_records)),
+            exports_dir=ctx.exports_dir, provenance=provenance(ctx.parent_records), gates=hardening(spec).gates()),
+        params=lambda spec: hardening(spec).gates(),
         render=render.package_markdown,
     ),
 )
 
 
+def _figure(value: Any) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
 def summarize(contents: dict[str, dict[str, Any]]) -> FamilySummary:
-    """Decision coverage (from the computed ground truth) and the export with its oracle line."""
+    """Decision and path coverage, the baselines' scores and the export with its oracle line."""
     summary = FamilySummary()
-    coverage = (contents.get("reference") or {}).get("coverage")
+    reference = contents.get("reference") or {}
+    coverage = reference.get("coverage")
     if coverage:
         summary.facts["coverage"] = coverage
         summary.tables.append(SummaryTable(
             "decision coverage (tasks per outcome, computed by executing the reference procedure)",
             ("decision field", "outcome", "tasks"),
             [(field, value, str(n)) for field, counts in coverage.items() for value, n in counts.items()]))
-    package = contents.get("package")
+    paths = reference.get("paths") or []
+    gates = reference.get("gates") or {}
+    if paths:
+        summary.facts.update(distinct_paths=len(paths), write_tools=reference.get("write_tools", []))
+        summary.tables.append(SummaryTable(
+            f"path coverage ({len(paths)} distinct tool paths, at least {int(gates.get('min_distinct_paths', 0))} "
+            "required; every API on some path)", ("path", "tasks", "writes", "outcomes"),
+            [(" > ".join(p["path"]), str(p["tasks"]), ", ".join(p["writes"]) or "-", "; ".join(p["outcomes"]))
+             for p in paths]))
+    package = contents.get("package") or {}
+    baselines = package.get("baselines") or reference.get("baselines") or []
+    if baselines:
+        bound = gates.get("max_baseline_state_success", package.get("gates", {}).get("max_baseline_state_success"))
+        summary.facts["baselines"] = {b["agent"]: {"outputs": b["outputs"], "final_state": b["final_state"],
+                                                   "order": b["order"]} for b in baselines}
+        summary.tables.append(SummaryTable(
+            "baseline agents replayed through the tools (final-state success must stay at or below "
+            f"{_figure(bound)})", ("agent", "outputs", "final state", "order", "success"),
+            [(b["agent"], _figure(b["outputs"]), _figure(b["final_state"]), _figure(b["order"]),
+              _figure(b["success"])) for b in baselines]))
+    if paths or reference.get("write_tools"):
+        summary.lines.append(f"paths: {len(paths)} distinct; write tools: "
+                             f"{', '.join(reference.get('write_tools', [])) or 'none'}")
     if package:
         oracle = package.get("oracle", {}).get("summary")
         summary.export = package.get("sopbench_folder")
@@ -161,11 +192,13 @@ FAMILY = Family(
     exports=(
         ExportSpec("<slug>/", "the SOP-Bench folder: sop.txt, toolspecs.json, tools.py, test_set_with(out)_outputs.csv, "
                               "metadata.json, reference_procedure.py, tasks.jsonl, registry/, sop_variants/"),
-        ExportSpec("tasks.jsonl, tasks.parquet", "one task per line with inputs, expected outputs and calls, provenance"),
-        ExportSpec("metadata.json", "counts as SOP-Bench Table 3 / TELLER Table 4, coverage, oracle, hardening"),
+        ExportSpec("tasks.jsonl, tasks.parquet", "one task per line with inputs, expected outputs, calls, final "
+                                                 "state and order constraints, provenance"),
+        ExportSpec("metadata.json", "counts as SOP-Bench Table 3 / TELLER Table 4, coverage, paths, baselines, "
+                                    "oracle, hardening"),
         ExportSpec("tod_procbench.jsonl", "the instruction document (f1/f2/f3) and the balanced compliance set"),
     ),
-    scorers={"oracle": oracle_check},
+    scorers={"oracle": oracle_check, "trajectory": score_trajectory, "agent": score_agent},
     summarize=summarize,
-    json_schemas={"oracle_report": OracleReport},
+    json_schemas={"oracle_report": OracleReport, "agent_report": AgentReport, "trajectory": Trajectory},
 )

@@ -1,4 +1,5 @@
-"""The sop_tools section of a theme file: ``hardening:`` (distractors and manipulations to make)."""
+"""The sop_tools section of a theme file: ``hardening:`` (distractors and manipulations to make, and the
+bounds of the gates that prove the SOP's branches matter)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ def known_variant_types(value: list[str]) -> list[str]:
 
 
 class HardeningSpec(BaseModel):
-    """How many distractors and manipulations the ``distractors`` and ``manipulations`` stages make."""
+    """How many distractors and manipulations the ``distractors`` and ``manipulations`` stages make, and how
+    strictly the ``reference`` and ``package`` stages hold the domain to branch-dependent paths."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -39,6 +41,16 @@ class HardeningSpec(BaseModel):
     dialogues: int = Field(2, ge=0, le=100, description="Tasks sampled for TOD-ProcBench dialogues and compliance pairs.")
     max_retries: int = Field(2, ge=0, le=5, description="Extra generation cycles for an item that fails verification.")
     seed: int = Field(0, description="Seed of every sampling and perturbation choice (recorded with the artifacts).")
+    min_distinct_paths: int = Field(4, ge=1, le=1000, description=(
+        "Fewest distinct expected tool paths a domain may have (the reference and package gates)."))
+    max_baseline_state_success: float = Field(0.5, ge=0.0, le=1.0, description=(
+        "Largest share of tasks on which a baseline agent (call every tool, read-only, majority label) may reach "
+        "the expected final state."))
+
+    def gates(self) -> dict[str, float]:
+        """The two bounds, as the reference and package stages take them."""
+        return {"min_distinct_paths": self.min_distinct_paths,
+                "max_baseline_state_success": self.max_baseline_state_success}
 
     @field_validator("sop_variants")
     @classmethod

@@ -52,9 +52,9 @@ def api_graph_markdown(content: dict[str, Any]) -> str:
     """APIs as a table and the dependencies as a readable list (prerequisite → consumer)."""
     apis = content.get("apis", [])
     rows = [{
-        "api": a["api_name"], "SOP steps": ", ".join(a.get("sop_steps", [])),
+        "api": a["api_name"], "effect": _effect(a), "SOP steps": ", ".join(a.get("sop_steps", [])),
         "inputs": ", ".join(f"{p['name']} ({p['source']})" for p in a.get("input_parameters", [])),
-        "outputs": ", ".join(p["name"] for p in a.get("output_parameters", [])),
+        "outputs": ", ".join(p["name"] for p in a.get("output_parameters", [])) or "record_id",
     } for a in apis]
     deps = [f"- `{d['dependent_api']}` → `{a['api_name']}` ({d['dependency_type']}): {d.get('dependency_reason', '')}"
             for a in apis for d in a.get("direct_dependencies", [])]
@@ -62,8 +62,15 @@ def api_graph_markdown(content: dict[str, Any]) -> str:
     # still a readable edge list.
     edges = [f"    {d['dependent_api']} --> {a['api_name']}" for a in apis for d in a.get("direct_dependencies", [])]
     diagram = "```mermaid\ngraph TD\n" + "\n".join([f"    {a['api_name']}" for a in apis] + edges) + "\n```\n"
-    return ("# API dependency graph\n\n" + markdown_table(rows, ["api", "SOP steps", "inputs", "outputs"])
+    return ("# API dependency graph\n\n" + markdown_table(rows, ["api", "effect", "SOP steps", "inputs", "outputs"])
             + "\n## Dependencies\n\n" + ("\n".join(deps) or "none") + "\n\n" + diagram)
+
+
+def _effect(api: dict[str, Any]) -> str:
+    if api.get("effect") != "write":
+        return "read"
+    when = "; ".join(f"{k} in {' | '.join(v)}" for k, v in (api.get("when") or {}).items()) or "every branch"
+    return f"write {api.get('writes_table')} ({when})"
 
 
 def dataset_sample(content: dict[str, Any], limit: int = 20) -> list[dict[str, Any]]:
@@ -80,30 +87,71 @@ def dataset_markdown(content: dict[str, Any]) -> str:
 
 def tools_markdown(content: dict[str, Any]) -> str:
     specs = [s.get("toolSpec", s) for s in content.get("toolspecs", {}).get("specs", [])]
-    rows = [{"tool": t["name"], "parameters": ", ".join(t["inputSchema"]["json"].get("properties", {})),
+    rows = [{"tool": t["name"], "effect": "write" if str(t.get("description", "")).startswith("[WRITE]") else "read",
+             "parameters": ", ".join(t["inputSchema"]["json"].get("properties", {})),
              "description": t["description"]} for t in specs]
     code = content.get("code", {}).get("source", "")
-    return ("# Tools\n\n" + markdown_table(rows, ["tool", "parameters", "description"])
+    return ("# Tools\n\n" + markdown_table(rows, ["tool", "effect", "parameters", "description"])
             + f"\n## tools.py ({len(code.splitlines())} lines)\n\n```python\n{code}\n```\n")
 
 
+def _score(value: Any) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def paths_markdown(paths: list[dict[str, Any]], gates: dict[str, Any]) -> str:
+    """The path coverage table: one row per distinct expected tool path."""
+    rows = [{"path": f"P{i}", "calls": " → ".join(p["path"]), "tasks": p["tasks"],
+             "writes": ", ".join(p.get("writes", [])) or "none", "outcomes": "; ".join(p.get("outcomes", []))}
+            for i, p in enumerate(paths, 1)]
+    minimum = gates.get("min_distinct_paths")
+    head = f"## Path coverage\n\n{len(paths)} distinct tool paths" + (
+        f" (at least {int(minimum)} required)" if minimum is not None else "") + ".\n\n"
+    return head + markdown_table(rows, ["path", "calls", "tasks", "writes", "outcomes"])
+
+
+def baselines_markdown(baselines: list[dict[str, Any]], gates: dict[str, Any]) -> str:
+    """The baseline agents' scores: outputs, final state, order and success."""
+    rows = [{"agent": b["agent"], "outputs": _score(b["outputs"]), "final state": _score(b["final_state"]),
+             "order": _score(b["order"]), "success": _score(b["success"]), "what it does": b.get("description", "")}
+            for b in baselines]
+    bound = gates.get("max_baseline_state_success")
+    head = "## Baseline agents\n\n" + (f"Final-state success must stay at or below {_score(bound)}.\n\n"
+                                        if bound is not None else "")
+    return head + markdown_table(rows, ["agent", "outputs", "final state", "order", "success", "what it does"])
+
+
 def reference_markdown(content: dict[str, Any]) -> str:
-    """Ground truth: how many tasks, which rows were excluded and the decision coverage table."""
+    """Ground truth: tasks, excluded rows, decision coverage, path coverage, writes and the baselines."""
     rows = [{"field": f, "outcome": v, "tasks": n} for f, counts in content.get("coverage", {}).items()
             for v, n in counts.items()]
     excluded = content.get("excluded", [])
-    return (f"# Ground truth\n\n{len(content.get('tasks', []))} tasks computed by executing the reference "
-            f"procedure on {content.get('rows_total')} rows; {len(excluded)} excluded.\n\n"
-            + markdown_table(rows, ["field", "outcome", "tasks"]))
+    gates = content.get("gates") or {}
+    writes = ", ".join(content.get("write_tools", [])) or "none"
+    parts = [f"# Ground truth\n\n{len(content.get('tasks', []))} tasks computed by executing the reference "
+             f"procedure on {content.get('rows_total')} rows; {len(excluded)} excluded. Write tools: {writes}.\n\n"
+             + markdown_table(rows, ["field", "outcome", "tasks"])]
+    if content.get("paths"):
+        parts.append(paths_markdown(content["paths"], gates))
+    if content.get("baselines"):
+        parts.append(baselines_markdown(content["baselines"], gates))
+    return "\n".join(parts)
 
 
 def package_markdown(content: dict[str, Any]) -> str:
     stats = content.get("stats", {})
     graph = stats.get("graph") or {}
-    return (f"# Export: {content.get('benchmark')}\n\nSOP-Bench folder: `{content.get('sopbench_folder')}`\n\n"
-            f"Tasks {stats.get('num_tasks')}, tools {stats.get('num_tools')}, SOP tokens ~{stats.get('sop_tokens')}, "
-            f"graph {graph.get('nodes')} nodes / {graph.get('edges')} edges (density {graph.get('density', 0):.4f}).\n\n"
-            f"Oracle: {content.get('oracle', {}).get('summary')}\n")
+    gates = content.get("gates") or {}
+    text = (f"# Export: {content.get('benchmark')}\n\nSOP-Bench folder: `{content.get('sopbench_folder')}`\n\n"
+            f"Tasks {stats.get('num_tasks')}, tools {stats.get('num_tools')} "
+            f"(write tools: {', '.join(content.get('write_tools', [])) or 'none'}), "
+            f"SOP tokens ~{stats.get('sop_tokens')}, graph {graph.get('nodes')} nodes / {graph.get('edges')} edges "
+            f"(density {graph.get('density', 0):.4f}).\n\nOracle: {content.get('oracle', {}).get('summary')}\n")
+    if content.get("paths"):
+        text += "\n" + paths_markdown(content["paths"], gates)
+    if content.get("baselines"):
+        text += "\n" + baselines_markdown(content["baselines"], gates)
+    return text
 
 
 def distractors_markdown(content: dict[str, Any]) -> str:

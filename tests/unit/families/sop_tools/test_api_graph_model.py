@@ -18,10 +18,14 @@ CHECK_NAMES = [
     "api_graph.names_unique", "api_graph.names_valid", "api_graph.dependencies_exist", "api_graph.acyclic",
     "api_graph.parameters_in_schema", "api_graph.user_inputs_existing", "api_graph.inputs_provenance",
     "api_graph.to_be_obtained_produced", "api_graph.no_decision_outputs", "api_graph.orphan_outputs",
-    "api_graph.parameter_types", "api_graph.sop_steps_valid", "api_graph.sop_order",
+    "api_graph.parameter_types", "api_graph.effects", "api_graph.outputs_by_effect", "api_graph.writes_present",
+    "api_graph.write_keys", "api_graph.write_conditions", "api_graph.decision_inputs",
+    "api_graph.branch_dependent_writes", "api_graph.sop_steps_valid", "api_graph.sop_order",
 ]
-ORDER = ["getPrescriptionRecord", "calculatePrescriptionAge", "calculateEarlyRefillRatio", "getInteractionAlerts",
+READS = ["getPrescriptionRecord", "calculatePrescriptionAge", "calculateEarlyRefillRatio", "getInteractionAlerts",
          "verifyPrescriberLicense", "checkInsuranceEligibility", "determineBlockingReason"]
+WRITES = ["sendPrescriberReferral", "recordRefillDecision"]
+ORDER = READS + WRITES
 BLOCKER_OUTPUT = '      - name: "blocking_reason"\n        data_type: "enum"\n        destination: "storage"\n'
 
 
@@ -73,7 +77,13 @@ def test_good_answer_parses(graph_answer: str):
     blocker = graph.api("determineBlockingReason")
     assert blocker.sop_steps == ["5.2.2", "5.3.1", "5.4.2", "5.6.1"]
     assert blocker.output_names == ["blocking_reason"]
-    assert [d.dependent_api for d in blocker.direct_dependencies] == ORDER[:-1]
+    assert [d.dependent_api for d in blocker.direct_dependencies] == READS[:-1]
+    referral, decision = graph.api("sendPrescriberReferral"), graph.api("recordRefillDecision")
+    assert [a.effect for a in graph.apis] == ["read"] * 7 + ["write"] * 2 and graph.tables() == [
+        "prescriber_referrals", "refill_decisions"]
+    assert referral.when == {"refill_decision": ["refer_to_prescriber"]} and decision.when == {}
+    assert referral.allowed_on({"refill_decision": "refer_to_prescriber"}) and not referral.allowed_on({})
+    assert decision.output_parameters == [] and decision.input_parameters[1].source == "decision"
     assert {d.dependency_type for d in blocker.direct_dependencies} == {"data_dependency"}
     assert "Ledger" not in str(graph.model_dump())  # the analysis is not parsed
     with pytest.raises(KeyError, match="noSuchApi"):
@@ -85,13 +95,14 @@ def test_good_answer_passes_every_check_warnings_included(graph_answer: str, run
     assert [c.name for c in checks] == CHECK_NAMES
     assert failing(checks) == []
     assert {c.name for c in checks if c.severity == "warning"} == {
-        "api_graph.orphan_outputs", "api_graph.parameter_types", "api_graph.sop_order"}
+        "api_graph.orphan_outputs", "api_graph.parameter_types", "api_graph.sop_order",
+        "api_graph.branch_dependent_writes"}
 
 
 def test_good_answer_edges_order_and_metrics(graph_answer: str):
     graph = APIGraph.parse(graph_answer)
     edges = graph.edges()
-    assert len(edges) == 11
+    assert len(edges) == 14
     assert ("getPrescriptionRecord", "calculatePrescriptionAge") in edges  # prerequisite -> consumer
     assert ("calculatePrescriptionAge", "getPrescriptionRecord") not in edges
     g = graph.to_networkx()
@@ -99,8 +110,8 @@ def test_good_answer_edges_order_and_metrics(graph_answer: str):
     assert g.nodes["determineBlockingReason"]["spec"] is graph.api("determineBlockingReason")
     assert graph.topological_order() == ORDER
     m = graph.metrics()
-    assert (m.nodes, m.edges) == (7, 11)
-    assert m.density == pytest.approx(11 / 42) == pytest.approx(nx.density(g))
+    assert (m.nodes, m.edges) == (9, 14)
+    assert m.density == pytest.approx(14 / 72) == pytest.approx(nx.density(g))
 
 
 def test_prompt_text_round_trips(graph_answer: str):
@@ -175,8 +186,15 @@ def test_dangling_dependency_is_named(graph_answer: str, run_checks, edit):
 
 def test_orphan_to_be_obtained_field_is_named(graph_answer: str, run_checks):
     start = graph_answer.index('  - api_name: "determineBlockingReason"')
-    end = graph_answer.index("</api_dependency_graph>")
-    checks = run_checks(graph_answer[:start] + graph_answer[end:])
+    end = graph_answer.index('  - api_name: "sendPrescriberReferral"')
+    text = graph_answer[:start] + graph_answer[end:]
+    # The writes record blocking_reason too: with its producer gone they record it no more.
+    text = text.replace('      - dependent_api: "determineBlockingReason"\n        dependency_type: "data_dependency"\n'
+                        '        dependency_reason: "Records blocking_reason, which determineBlockingReason returns."\n', "")
+    text = text.replace("    direct_dependencies:\n    complexity", "    direct_dependencies: []\n    complexity")
+    text = text.replace('      - name: "blocking_reason"\n        data_type: "enum"\n        source: "other_api"\n'
+                        '        required: true\n', "")
+    checks = run_checks(text)
     assert blocking(checks) == ["api_graph.to_be_obtained_produced"]
     orphan = by_name(checks, "api_graph.to_be_obtained_produced")
     assert orphan.details["fields"] == ["blocking_reason"]  # refill_decision is a decision: no API makes it
@@ -375,7 +393,7 @@ def test_structure_errors_name_the_api_and_the_key(graph_answer: str, edit):
                 '      - name: "insurance_status"', 'source: "database"\n        required: true\n'
                 '    output_parameters:\n      - name: "insurance_status"')
     with pytest.raises(ParseError, match=r"apis\[5\] \(checkInsuranceEligibility\)\.input_parameters\[0\]\.source: "
-                                         "Input should be 'user_input', 'other_api' or 'system_state'"):
+                                         "Input should be 'user_input', 'other_api', 'system_state' or 'decision'"):
         APIGraph.parse(text)
 
 

@@ -41,7 +41,7 @@ def test_stage_accepts_a_good_answer_and_renders_every_input(scripted, settings,
     assert isinstance(result.artifact, APIGraph)
     assert result.artifact.topological_order()[0] == "getPrescriptionRecord"
     assert result.attempts == 1 and result.raw_texts == [graph_answer]
-    assert all(c.passed for c in result.checks) and len(result.checks) == 13
+    assert all(c.passed for c in result.checks) and len(result.checks) == 20
     rendered = default_registry(settings).render(
         "teller/api_graph", sop_title=good_context.task.sop_title, business_context=good_context.to_prompt_text(),
         sample_schema=good_schema.to_prompt_text(), sop_file_contents=good_sop.to_prompt_text())
@@ -98,10 +98,12 @@ def test_stage_always_bad_raises_naming_the_check(scripted, settings, inputs, gr
     llm, provider = scripted([bad] * settings.max_attempts)
     with pytest.raises(ValidationFailed) as exc:
         api_graph_stage.run(inputs, **kw(settings, llm))
-    assert [r["name"] for r in exc.value.report] == ["api_graph.to_be_obtained_produced",
+    # The writes that record blocking_reason lose their producer too.
+    assert [r["name"] for r in exc.value.report] == ["api_graph.inputs_provenance", "api_graph.to_be_obtained_produced",
                                                      "api_graph.no_decision_outputs"]
-    assert str(exc.value).startswith("api_graph: checks api_graph.to_be_obtained_produced, "
-                                     "api_graph.no_decision_outputs failed after 3 attempts")
+    assert str(exc.value).startswith("api_graph: checks api_graph.inputs_provenance, "
+                                     "api_graph.to_be_obtained_produced, api_graph.no_decision_outputs failed after 3 "
+                                     "attempts")
     assert exc.value.raw_texts == [bad] * 3
     assert len(provider.requests) == 3
 
@@ -126,9 +128,11 @@ def test_prompt_example_is_a_valid_graph_in_another_domain():
     text = default_registry().render("teller/api_graph", **params).text
     start = text.index("<api_dependency_graph>\napis:")
     example = APIGraph.parse(text[start:text.index("</api_dependency_graph>", start) + len("</api_dependency_graph>")])
-    assert example.names == ["getLoanRecord", "computeOverdueDays"]
+    assert example.names == ["getLoanRecord", "computeOverdueDays", "recordOverdueFine"]
     assert all(API_NAME_RE.match(n) for n in example.names)
-    assert example.edges() == [("getLoanRecord", "computeOverdueDays")]
+    assert example.edges() == [("getLoanRecord", "computeOverdueDays"), ("computeOverdueDays", "recordOverdueFine")]
+    write = example.api("recordOverdueFine")  # the example shows a write on one branch only
+    assert write.writes and write.writes_table == "loan_fines" and write.when == {"fine_decision": ["charge_fine"]}
     assert all(a.sop_steps for a in example.apis)
     assert "prescription" not in text.split("RULES FOR THE GRAPH")[0].lower()
     assert "<dependency_analysis>" in text and "dependent_api set to the name of that prerequisite" in text

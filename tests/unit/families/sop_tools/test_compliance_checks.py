@@ -85,7 +85,7 @@ def test_label_mentions_accepts_spaces_for_underscores_and_needs_whole_words():
 # --- dialogue ---------------------------------------------------------------------------------
 
 def test_the_recorded_dialogue_parses_and_passes(doc):
-    dialogue = parse_dialogue(answer("dialogue_1"), task_id="RX-004514")
+    dialogue = parse_dialogue(answer("dialogue_1"), task_id="RX-004550")
     assert [t.role for t in dialogue.turns] == ["customer", "agent"] * 3
     assert dialogue.followed == ["do.c7.c1.c1.a1", "do.c7.c1.c1.a2"]
     assert dialogue.response.startswith("sorry, it's too early") and len(dialogue.prefix) == 5

@@ -19,7 +19,7 @@ ANSWERS = Path(__file__).resolve().parents[3] / "fixtures" / "answers"
 def read_answer(name: str) -> str:
     return (ANSWERS / f"{name}.txt").read_text(encoding="utf-8")
 
-FILES = {"RX-004514": "1", "RX-004516": "2"}
+FILES = {"RX-004550": "1", "RX-004573": "2"}
 KEY = re.compile(r"/manipulations/(?P<step>instructions|dialogue|rewrite|entail)_?(?P<rest>.*)/a(?P<attempt>\d+)$")
 
 
@@ -30,9 +30,9 @@ def task(task_id: str, row: int, decision: str, **hidden) -> Task:
 
 @pytest.fixture
 def ground_truth() -> GroundTruth:
-    tasks = [task("RX-004514", 2, "deny", medication_class="maintenance", days_since_last_fill=22,
+    tasks = [task("RX-004550", 2, "deny", medication_class="maintenance", days_since_last_fill=22,
                   last_fill_days_supply=30, days_supply_remaining=8, early_refill_ratio=0.73),
-             task("RX-004516", 4, "refer_to_prescriber", medication_class="acute", prescription_age_days=366)]
+             task("RX-004573", 4, "refer_to_prescriber", medication_class="acute", prescription_age_days=366)]
     return GroundTruth(procedure=ReferenceProcedure(source="def run_procedure(manager, case):\n    return {}\n"),
                        id_field="prescription_id", rows_total=2, tasks=tasks, excluded=[], coverage={},
                        columns=["prescription_id", "refill_decision"], input_columns=["prescription_id"],
@@ -61,7 +61,7 @@ def responder(overrides: dict[str, str | list[str]] | None = None):
                 return read_answer(name)
             except FileNotFoundError:  # a cycle without its own recording: reuse the first
                 return read_answer(re.sub(r"_c\d+$", "_c1", name))
-        return read_answer("entail_yes" if kind_cycle == "parameter_mismatch_c1" and task_id == "RX-004514"
+        return read_answer("entail_yes" if kind_cycle == "parameter_mismatch_c1" and task_id == "RX-004550"
                            else "entail_no")
 
     return answer
@@ -105,7 +105,7 @@ def test_the_recorded_answers_give_a_balanced_verified_set(go):
         assert len(violating.changed_ids) == 1 and violating.changed_ids[0].startswith(violating.section_id)
         assert violating.diff.startswith("--- original\n+++ manipulated")
         assert violating.policy != violating.manipulated_policy
-    retried = by_pair["RX-004514:parameter_mismatch"][0]
+    retried = by_pair["RX-004550:parameter_mismatch"][0]
     assert retried.retries == 1 and retried.seed == 1 and "0.33" in retried.manipulated_policy
     assert {c.name: c.passed for c in result.checks}["compliance.balanced"]
     assert rows(funnel)[("compliance_pair", "parameter_mismatch")] == {
@@ -115,8 +115,8 @@ def test_the_recorded_answers_give_a_balanced_verified_set(go):
     keys = [r.call_key for r in provider.requests]
     slug = "pharmacy-prescription-refills"
     assert keys[0] == f"{slug}/manipulations/instructions/a1"
-    assert f"{slug}/manipulations/rewrite_RX-004514_parameter_mismatch_c2/a1" in keys
-    assert f"{slug}/manipulations/entail_RX-004516_multi_condition_replacement_c1/a1" in keys
+    assert f"{slug}/manipulations/rewrite_RX-004550_parameter_mismatch_c2/a1" in keys
+    assert f"{slug}/manipulations/entail_RX-004573_multi_condition_replacement_c1/a1" in keys
     assert len(result.raw_texts) == len(provider.requests) and result.attempts == 1
 
 
@@ -132,38 +132,55 @@ def test_each_prompt_carries_its_distinctive_tag(go):
     assert "still entails the compliant response" in retry.messages[0].content
 
 
+def test_the_rewrite_prompt_shows_the_whole_document_not_only_the_changed_section(go):
+    """Issue 16, item 7: the right rewrite can depend on a branch outside the section (what applies
+    once the changed condition no longer does), so both whole documents are shown, with ids."""
+    _, _, provider = go()
+    request = next(r for r in provider.requests if "rewrite_RX-004573_parameter_mismatch_c1" in r.call_key)
+    prompt = request.messages[0].content
+    original = prompt.split("<original_document>\n")[1].split("\n</original_document>")[0]
+    manipulated = prompt.split("<manipulated_document>\n")[1].split("\n</manipulated_document>")[0]
+    section = prompt.split("<original_instruction>\n")[1].split("\n</original_instruction>")[0]
+    changed = prompt.split("only statement ")[1].split(" differs")[0]
+    # Outside the section: the other branches and the approval at the end of the document.
+    assert "Record the outcome approve and queue the refill for pickup" in original
+    assert "Record the outcome approve and queue the refill for pickup" not in section
+    assert [line for line in original.splitlines() if line not in manipulated.splitlines()] == [
+        line for line in original.splitlines() if line.startswith(f"[{changed}] ")]
+
+
 def test_a_verifier_that_always_says_entails_retries_then_drops(go):
-    always_yes = {f"entail_RX-004516_{k}_c{c}": read_answer("entail_yes") for k in stage.KINDS for c in (1, 2, 3)}
+    always_yes = {f"entail_RX-004573_{k}_c{c}": read_answer("entail_yes") for k in stage.KINDS for c in (1, 2, 3)}
     result, funnel, _ = go(always_yes)
-    assert {i.task_id for i in result.items} == {"RX-004514"}
+    assert {i.task_id for i in result.items} == {"RX-004550"}
     row = rows(funnel)[("compliance_pair", "single_condition_replacement")]
     assert row == {"generated": 2, "verified": 1, "retried": 1, "dropped": 1, "kept": 1}
-    [drop] = [d for d in funnel.drops if d.item == "RX-004516:single_condition_replacement"]
+    [drop] = [d for d in funnel.drops if d.item == "RX-004573:single_condition_replacement"]
     assert drop.reason.startswith("after 3 cycle(s): the rewrite still entails")
 
 
 def test_an_unparsable_verifier_reply_is_re_asked_then_the_pair_is_dropped(go, settings):
-    garbled = {"entail_RX-004516_multi_condition_replacement_c1": "I think they are similar."}
+    garbled = {"entail_RX-004573_multi_condition_replacement_c1": "I think they are similar."}
     result, funnel, provider = go(garbled)
-    asked = [r for r in provider.requests if "entail_RX-004516_multi_condition_replacement_c1" in r.call_key]
+    asked = [r for r in provider.requests if "entail_RX-004573_multi_condition_replacement_c1" in r.call_key]
     assert len(asked) == settings.max_attempts == 3
     assert "- manipulations.parse: missing <entails>…</entails> block" in asked[1].messages[-1].content
-    [drop] = [d for d in funnel.drops if d.item == "RX-004516:multi_condition_replacement"]
+    [drop] = [d for d in funnel.drops if d.item == "RX-004573:multi_condition_replacement"]
     assert drop.reason.startswith("unparsable answer, pair dropped: manipulations: check manipulations.parse")
     assert len(result.items) == 10
     # Parsable on the second attempt: kept, with the re-ask costing no manipulation cycle.
-    recovered = {"entail_RX-004516_multi_condition_replacement_c1": ["no idea", read_answer("entail_no")]}
+    recovered = {"entail_RX-004573_multi_condition_replacement_c1": ["no idea", read_answer("entail_no")]}
     result, funnel, _ = go(recovered)
     assert len(result.items) == 12 and not funnel.drops
 
 
 def test_a_rewrite_given_away_by_style_starts_a_new_cycle(go):
-    shouting = {"rewrite_RX-004516_parameter_mismatch_c1": "<response>GOOD NEWS, THIS PRESCRIPTION IS STILL VALID "
+    shouting = {"rewrite_RX-004573_parameter_mismatch_c1": "<response>GOOD NEWS, THIS PRESCRIPTION IS STILL VALID "
                                                            "AND CAN BE REFILLED TODAY.</response>"}
     result, funnel, provider = go(shouting)
-    pair = [i for i in result.items if i.pair_id == "RX-004516:parameter_mismatch"]
+    pair = [i for i in result.items if i.pair_id == "RX-004573:parameter_mismatch"]
     assert len(pair) == 2 and pair[1].retries == 1
-    retry = next(r for r in provider.requests if "rewrite_RX-004516_parameter_mismatch_c2" in r.call_key)
+    retry = next(r for r in provider.requests if "rewrite_RX-004573_parameter_mismatch_c2" in r.call_key)
     assert "style check: casing differs" in retry.messages[0].content
 
 
@@ -189,23 +206,23 @@ def test_an_ineligible_operator_is_counted_not_crashed(go):
     # section with no number, so parameter mismatch is ineligible there.
     no_number = read_answer("dialogue_2").replace("do.c3.a1, do.c3.a2", "do.c4.a1, do.c4.a2").replace(
         "so it has expired and can't be refilled", "and there are no refills left on it")
-    result, funnel, _ = go({"dialogue_RX-004516": no_number})
-    [drop] = [d for d in funnel.drops if d.item == "RX-004516:parameter_mismatch"]
+    result, funnel, _ = go({"dialogue_RX-004573": no_number})
+    [drop] = [d for d in funnel.drops if d.item == "RX-004573:parameter_mismatch"]
     assert drop.reason == "ineligible: no statement contains a number in section do.c4"
 
 
 def test_a_dialogue_without_an_enclosing_section_is_excluded(go):
     top_level = read_answer("dialogue_2").replace("do.c3.a1, do.c3.a2", "do.a2")
-    result, funnel, _ = go({"dialogue_RX-004516": top_level})
-    assert [d.task_id for d in result.dialogues] == ["RX-004514"]
+    result, funnel, _ = go({"dialogue_RX-004573": top_level})
+    assert [d.task_id for d in result.dialogues] == ["RX-004550"]
     [drop] = [d for d in funnel.drops if d.component == "dialogue"]
     assert drop.reason.startswith("excluded: the followed actions do.a2 share no enclosing If block")
 
 
 def test_a_dialogue_contradicting_the_outcome_is_re_asked_then_dropped(go):
     wrong = read_answer("dialogue_2").replace("do.c3.a1, do.c3.a2", "do.c7.c3.a1")
-    result, funnel, provider = go({"dialogue_RX-004516": wrong})
-    asked = [r for r in provider.requests if "dialogue_RX-004516" in r.call_key]
+    result, funnel, provider = go({"dialogue_RX-004573": wrong})
+    asked = [r for r in provider.requests if "dialogue_RX-004573" in r.call_key]
     assert len(asked) == 3 and "dialogue.outcome_consistent" in asked[1].messages[-1].content
     assert rows(funnel)[("dialogue", "dialogue")] == {"generated": 2, "verified": 1, "retried": 1, "dropped": 1,
                                                       "kept": 1}

@@ -105,14 +105,14 @@ def test_rows_without_brackets_read_as_a_list_and_ints_become_floats_in_float_fi
 
 
 def test_booleans_in_numeric_fields_are_named_with_their_row(batch_answer: str, good_schema: DataSchema, edit):
-    bad = edit(batch_answer, '"prescription_id": "RX-004513", "patient_id": "P-41591", "medication_class": "maintenance", '
+    bad = edit(batch_answer, '"prescription_id": "RX-004519", "patient_id": "P-41591", "medication_class": "maintenance", '
                              '"prescription_written_date": "2024-09-30", "request_date": "2025-04-18", "refills_remaining": 3',
-               '"prescription_id": "RX-004513", "patient_id": "P-41591", "medication_class": "maintenance", '
+               '"prescription_id": "RX-004519", "patient_id": "P-41591", "medication_class": "maintenance", '
                '"prescription_written_date": "2024-09-30", "request_date": "2025-04-18", "refills_remaining": True')
     rows = DatasetBatch.parse(bad, good_schema).rows
     numbers = next(c for c in row_checks(rows, good_schema, "prescription_id") if c.name == "dataset.rows.numbers")
     assert not numbers.passed and numbers.details["count"] == 1
-    assert "refills_remaining=True (prescription_id='RX-004513': a boolean, not a number)" in numbers.message
+    assert "refills_remaining=True (prescription_id='RX-004519': a boolean, not a number)" in numbers.message
 
 
 def test_list_items_of_the_wrong_type_are_reported():

@@ -41,7 +41,7 @@ def test_batches_accumulate_until_n_rows(scripted, settings, inputs):
     ds = result.artifact
     assert isinstance(ds, Dataset)
     assert ds.row_count == 24 and ds.rows_requested == 20 and ds.duplicates_dropped == 0
-    assert ds.id_field == "prescription_id" and ds.ids[:2] == ["RX-004512", "RX-004513"] and ds.ids[-1] == "RX-004535"
+    assert ds.id_field == "prescription_id" and ds.ids[:2] == ["RX-004512", "RX-004519"] and ds.ids[-1] == "RX-005020"
     assert ds.fields == [f.name for f in inputs().data_schema.existing]
     assert [(b.batch, b.rows_requested, b.rows_returned, b.rows_kept, b.attempts) for b in ds.batches] == [
         (1, 14, 14, 14, 1), (2, 6, 10, 10, 1)]
@@ -55,7 +55,7 @@ def test_batches_accumulate_until_n_rows(scripted, settings, inputs):
     assert "Write 14 new rows." in first and "<existing_rows>\nNone yet: this is the first batch.\n</existing_rows>" in first
     assert "<sop_contents>\n1. Purpose\n" in first and "<schema>\n<Existing_fields>\nprescription_id - string" in first
     assert "Write 6 new rows." in second and "14 rows exist already." in second
-    assert "Identifiers already used (never reuse one): RX-004512, RX-004513," in second
+    assert "Identifiers already used (never reuse one): RX-004512, RX-004519," in second
     assert "- medication_class: maintenance 6, acute 3, schedule_ii 1, schedule_iii_v 4" in second
     assert "Additional requirements" not in first
 
@@ -79,9 +79,9 @@ def test_a_gx_failure_is_re_asked_with_the_offending_values(scripted, settings, 
     reask = provider.requests[1].messages[-1].content
     assert reask.startswith("Your answer could not be accepted:\n")
     assert (f"- {G}expect_column_values_to_be_between.refills_remaining: refills_remaining must be between 0 and 11 "
-            "inclusive; broken by 1 of 14 values: 12 (prescription_id='RX-004523')") in reask
+            "inclusive; broken by 1 of 14 values: 12 (prescription_id='RX-004733')") in reask
     assert (f"- {G}expect_column_values_to_be_in_set.insurance_status: insurance_status must be one of: "
-            "active | lapsed | self_pay; broken by 1 of 14 values: 'expired' (prescription_id='RX-004525')") in reask
+            "active | lapsed | self_pay; broken by 1 of 14 values: 'expired' (prescription_id='RX-004792')") in reask
     assert provider.requests[1].messages[1].content == bad  # the refused answer stays in the conversation
     [record] = result.artifact.batches
     assert (record.attempts, record.gx_failures, record.parse_errors) == (2, [2, 0], 0)
@@ -113,16 +113,16 @@ def test_wrong_type_is_re_asked(scripted, settings, inputs, edit):
     dataset_stage.run(inputs(n_rows=14, batch_size=14), **kw(settings, llm))
     reask = provider.requests[1].messages[-1].content
     assert (f"- {G}expect_column_values_to_be_in_type_list.days_since_last_fill: days_since_last_fill must be a whole "
-            "number such as 4; broken by 1 of 14 values: '22 days' (prescription_id='RX-004514')") in reask
+            "number such as 4; broken by 1 of 14 values: '22 days' (prescription_id='RX-004550')") in reask
     assert ("- dataset.rows.numbers: integer and float fields must hold numbers, never True/False: "
-            "refills_remaining=True (prescription_id='RX-004513': a boolean, not a number)") in reask
+            "refills_remaining=True (prescription_id='RX-004519': a boolean, not a number)") in reask
 
 
 def test_duplicate_ids_across_batches_are_dropped_and_counted(scripted, settings, inputs, edit):
     # Batch 2 repeats two identifiers of batch 1 with other values, and one batch-1 row verbatim.
-    second = edit(answer(2), '"prescription_id": "RX-004526"', '"prescription_id": "RX-004512"')
-    second = edit(second, '"prescription_id": "RX-004527"', '"prescription_id": "RX-004513"')
-    first_row = next(line for line in answer(1).splitlines() if '"RX-004514"' in line)
+    second = edit(answer(2), '"prescription_id": "RX-004798"', '"prescription_id": "RX-004512"')
+    second = edit(second, '"prescription_id": "RX-004856"', '"prescription_id": "RX-004519"')
+    first_row = next(line for line in answer(1).splitlines() if '"RX-004550"' in line)
     second = edit(second, "\n]\n</data>", ",\n" + first_row.rstrip(",") + "\n]\n</data>")
     llm, provider = scripted([answer(1), second, answer(2)])
     result = dataset_stage.run(inputs(n_rows=24, batch_size=14), **kw(settings, llm))
@@ -162,7 +162,7 @@ def test_a_batch_that_never_passes_stops_the_stage(scripted, settings, inputs, e
     message = str(exc.value)
     assert message.startswith(f"dataset: batch 2: check {G}expect_column_values_to_be_in_set.medication_class "
                               "failed after 3 attempts: medication_class must be one of: maintenance | acute | "
-                              "schedule_ii | schedule_iii_v; broken by 1 of 10 values: 'opioid' (prescription_id='RX-004530')")
+                              "schedule_ii | schedule_iii_v; broken by 1 of 10 values: 'opioid' (prescription_id='RX-004903')")
     assert [r["name"] for r in exc.value.report] == [f"{G}expect_column_values_to_be_in_set.medication_class"]
     assert exc.value.raw_texts == [answer(1), bad, bad, bad]
 

@@ -134,8 +134,8 @@ def test_wrong_type_is_named_and_does_not_break_the_value_checks(schema: DataSch
                          G + "expect_column_values_to_be_in_type_list.request_date"}
     assert msgs[G + "expect_column_values_to_be_in_type_list.days_since_last_fill"] == (
         "days_since_last_fill must be a whole number such as 4; broken by 1 of 14 values: "
-        "'22' (prescription_id='RX-004514')")
-    assert "20250418 (prescription_id='RX-004514')" in msgs[G + "expect_column_values_to_be_in_type_list.request_date"]
+        "'22' (prescription_id='RX-004550')")
+    assert "20250418 (prescription_id='RX-004550')" in msgs[G + "expect_column_values_to_be_in_type_list.request_date"]
     assert not any("could not be checked" in c.message for c in report.checks)
 
 
@@ -144,7 +144,7 @@ def test_out_of_range_value_is_quoted_with_its_row(schema: DataSchema, rows: lis
     check = next(c for c in validate_rows(bad, schema).failures)
     assert check.name == G + "expect_column_values_to_be_between.refills_remaining"
     assert check.message == ("refills_remaining must be between 0 and 11 inclusive; broken by 2 of 14 values: "
-                             "12 (prescription_id='RX-004512'); -1 (prescription_id='RX-004517')")
+                             "12 (prescription_id='RX-004512'); -1 (prescription_id='RX-004625')")
     assert check.details["unexpected_count"] == 2 and check.details["column"] == "refills_remaining"
     assert check.details["offending"][0] == {"row": "prescription_id='RX-004512'", "value": "12"}
 
@@ -153,7 +153,7 @@ def test_value_outside_choices(schema: DataSchema, rows: list[dict]):
     msgs = failed(validate_rows(with_value(rows, 1, medication_class="chronic"), schema))
     assert list(msgs) == [G + "expect_column_values_to_be_in_set.medication_class"]
     assert "must be one of: maintenance | acute | schedule_ii | schedule_iii_v" in msgs[G + "expect_column_values_to_be_in_set.medication_class"]
-    assert "'chronic' (prescription_id='RX-004513')" in msgs[G + "expect_column_values_to_be_in_set.medication_class"]
+    assert "'chronic' (prescription_id='RX-004519')" in msgs[G + "expect_column_values_to_be_in_set.medication_class"]
 
 
 @pytest.mark.parametrize("value, checks", [
@@ -171,9 +171,9 @@ def test_missing_values_blank_and_na_tokens(schema: DataSchema, rows: list[dict]
     msgs = failed(validate_rows(bad, schema))
     assert set(msgs) == {G + "expect_column_values_to_not_match_regex.patient_id",
                          G + "expect_column_values_to_not_be_null.insurance_status"}
-    assert "'N/A' (prescription_id='RX-004512'); '  ' (prescription_id='RX-004513')" in msgs[
+    assert "'N/A' (prescription_id='RX-004512'); '  ' (prescription_id='RX-004519')" in msgs[
         G + "expect_column_values_to_not_match_regex.patient_id"]
-    assert "None (prescription_id='RX-004514')" in msgs[G + "expect_column_values_to_not_be_null.insurance_status"]
+    assert "None (prescription_id='RX-004550')" in msgs[G + "expect_column_values_to_not_be_null.insurance_status"]
 
 
 def test_numeric_looking_identifiers_are_refused(schema: DataSchema, rows: list[dict]):

@@ -60,10 +60,18 @@ def test_documents_an_operator_cannot_change_are_reported_ineligible():
         with pytest.raises(NotApplicable):
             manipulate(flat, kind, 0)
     one_branch = parse_f1("If the order shipped:\n  - Give the tracking number")
-    with pytest.raises(NotApplicable, match="two or more actions"):
-        manipulate(one_branch, "single_condition_replacement", 0)
     with pytest.raises(NotApplicable, match="fewer than two condition branches"):
         manipulate(one_branch, "multi_condition_replacement", 0)
+
+
+def test_single_condition_replacement_negates_the_action_of_a_single_action_block():
+    """Issue 16, item 7: a document whose blocks each hold one action was never eligible (0 of 2 on a new
+    theme); the operator now negates that action, the paper's first option."""
+    doc = parse_f1("If the order shipped:\n  - Give the tracking number\nIf the order is late:\n  - Offer a refund")
+    for seed in range(4):
+        result = manipulate(doc, "single_condition_replacement", seed)
+        assert result.after == f"Do not {result.before[:1].lower()}{result.before[1:]}"
+        assert changed_statements(doc, result.tree) == [result.target_id]
 
 
 def test_a_manipulation_that_changes_nothing_or_something_else_is_detected():

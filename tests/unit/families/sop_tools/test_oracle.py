@@ -70,11 +70,13 @@ def test_the_oracle_scores_one_on_the_exported_ground_truth(tmp_path, ground_tru
     assert report.passed, report.summary()
     assert (report.n_tasks, report.completed, report.correct, report.strict_correct) == (14, 14, 14, 14)
     assert (report.ecr, report.tsr, report.strict_tsr, report.c_tsr) == (1.0, 1.0, 1.0, 1.0)
-    assert report.tool_calls == report.tool_calls_ok == 14 * 7
+    assert report.tool_calls == report.tool_calls_ok == sum(len(t.expected_calls) for t in ground_truth.tasks)
+    assert (report.stateful, report.final_state, report.order) == (True, 1.0, 1.0)
     assert report.failures == [] and report.problems == []
     [result] = report.checks()
     assert result.name == "oracle.tsr" and result.passed
-    assert report.summary() == "oracle on 14 tasks: ECR 1.00, TSR 1.00, strict TSR 1.00"
+    assert report.summary() == ("oracle on 14 tasks: ECR 1.00, TSR 1.00, strict TSR 1.00, final state 1.00, "
+                                "order 1.00")
 
 
 def test_tasks_are_read_from_tasks_jsonl_when_not_given(tmp_path, ground_truth):
@@ -88,17 +90,17 @@ def test_tasks_are_read_from_tasks_jsonl_when_not_given(tmp_path, ground_truth):
 
 def test_a_csv_label_that_contradicts_the_tools_fails_that_task(tmp_path, ground_truth):
     folder = export(tmp_path / "pharmacy", ground_truth)
-    # RX-004514 is too early (ratio 0.73, 8 days left): its label must be deny.
+    # RX-004550 is too early (ratio 0.73, 8 days left): its label must be deny.
     edit_file(folder / CSV_FILE, "0.73,too_early,deny", "0.73,too_early,approve")
     report = oracle_check(folder, limits=LIMITS)
     assert not report.passed and report.ecr == 1.0
     assert (report.correct, report.strict_correct) == (13, 13) and report.tsr == pytest.approx(13 / 14)
     [failure] = report.failures
-    assert (failure.task_id, failure.row_index) == ("RX-004514", 2)
+    assert (failure.task_id, failure.row_index) == ("RX-004550", 2)
     assert failure.reasons == ["answer refill_decision='deny' does not match the CSV label 'approve'"]
     [result] = report.checks()
-    assert not result.passed and result.details["failing"] == ["RX-004514"]
-    assert "TSR 0.93" in result.message and "RX-004514: answer refill_decision='deny'" in result.message
+    assert not result.passed and result.details["failing"] == ["RX-004550"]
+    assert "TSR 0.93" in result.message and "RX-004550: answer refill_decision='deny'" in result.message
 
 
 def test_a_hidden_cell_that_contradicts_the_recorded_tool_result_fails_that_task(tmp_path, ground_truth):
@@ -117,15 +119,18 @@ def test_a_tool_that_raises_fails_the_task_and_counts_against_completion(tmp_pat
     edit_file(folder / "tools.py", "        row = self._row(prescription_id)\n"
                                    "        return {\"prescriber_license_active\"",
               "        row = self._row(prescription_id)\n"
-              "        if prescription_id == \"RX-004520\":\n"
+              "        if prescription_id == \"RX-004665\":\n"
               "            raise ValueError(\"licensing registry unavailable\")\n"
               "        return {\"prescriber_license_active\"")
     report = oracle_check(folder, limits=LIMITS)
     assert (report.completed, report.correct) == (13, 13) and report.ecr == pytest.approx(13 / 14)
     assert report.tool_calls_ok == report.tool_calls - 1
     [failure] = report.failures
-    assert failure.task_id == "RX-004520"
-    assert failure.reasons == ["verifyPrescriberLicense raised ValueError: licensing registry unavailable"]
+    assert failure.task_id == "RX-004665"
+    # The calls after it still run, as an agent's would, without their prerequisite: order violations.
+    assert failure.reasons == ["verifyPrescriberLicense raised ValueError: licensing registry unavailable",
+                               "order violations: determineBlockingReason before verifyPrescriberLicense; "
+                               "recordRefillDecision before verifyPrescriberLicense"]
 
 
 def test_a_label_matching_only_by_substring_fails_strictly(tmp_path, ground_truth):
@@ -142,7 +147,7 @@ def test_a_task_whose_inputs_differ_from_its_csv_row_fails(tmp_path, ground_trut
     tasks = [t.model_copy(deep=True) for t in ground_truth.tasks]
     tasks[0], tasks[1] = tasks[1], tasks[0]
     report = oracle_check(folder, tasks, limits=LIMITS)
-    assert [f.task_id for f in report.failures] == ["RX-004513", "RX-004512"]
+    assert [f.task_id for f in report.failures] == ["RX-004519", "RX-004512"]
     assert report.failures[0].reasons[0] == "CSV row 0 inputs differ from the task's: prescription_id, patient_id"
 
 
@@ -167,3 +172,16 @@ def test_folder_problems_are_reported_not_raised(tmp_path, ground_truth):
 def test_answer_matching_follows_sop_bench_and_strict_rules(predicted, expected, loose, strict):
     assert harness_match(predicted, expected) is loose
     assert strict_match(predicted, expected) is strict
+
+
+def test_a_tool_that_records_something_else_fails_the_final_state_not_the_answer(tmp_path, ground_truth):
+    folder = export(tmp_path / "pharmacy", ground_truth)
+    edit_file(folder / "tools.py", '"blocking_reason": str(blocking_reason).strip()})\n\n    def recordRefillDecision',
+              '"blocking_reason": "unspecified"})\n\n    def recordRefillDecision')
+    report = oracle_check(folder, limits=LIMITS)
+    referred = [t.task_id for t in ground_truth.tasks if t.expected_outputs["refill_decision"] == "refer_to_prescriber"]
+    assert report.tsr == 1.0 and report.order == 1.0 and not report.passed
+    assert report.state_correct == 14 - len(referred) and [f.task_id for f in report.failures] == referred
+    assert report.failures[0].reasons == [
+        f"the calls leave another database state than expected (prescriber_referrals/{referred[0]}: blocking_reason)"]
+    assert "final state 0.57" in report.summary()

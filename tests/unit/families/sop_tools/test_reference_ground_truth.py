@@ -33,19 +33,19 @@ LIMITS = SandboxLimits(wall_seconds=60, cpu_seconds=30)
 # Worked out by hand from the SOP (5.2.2-5.6.2) for the 14 rows of dataset_batch1.
 EXPECTED = {
     "RX-004512": ("no_block", "approve"),  # ratio 0.80 is not < 0.80
-    "RX-004513": ("no_block", "approve"),  # ratio 0.77 but only 7 days left; self_pay passes
-    "RX-004514": ("too_early", "deny"),  # ratio 0.73 and 8 days left
-    "RX-004515": ("no_block", "approve"),  # age 365 is not more than 365
-    "RX-004516": ("expired_prescription", "refer_to_prescriber"),  # age 366
-    "RX-004517": ("no_block", "approve"),  # schedule_iii_v, age 180
-    "RX-004518": ("expired_prescription", "refer_to_prescriber"),  # age 181
-    "RX-004519": ("no_block", "approve"),  # ratio 0.85 is not < 0.85
-    "RX-004520": ("too_early", "deny"),  # ratio 0.83 and 10 days left
-    "RX-004521": ("schedule_ii_prohibited", "refer_to_prescriber"),
-    "RX-004522": ("no_refills_left", "refer_to_prescriber"),
-    "RX-004523": ("inactive_prescriber", "refer_to_prescriber"),
-    "RX-004524": ("interaction_review", "refer_to_prescriber"),
-    "RX-004525": ("coverage_lapsed", "deny"),
+    "RX-004519": ("no_block", "approve"),  # ratio 0.77 but only 7 days left; self_pay passes
+    "RX-004550": ("too_early", "deny"),  # ratio 0.73 and 8 days left
+    "RX-004554": ("no_block", "approve"),  # age 365 is not more than 365
+    "RX-004573": ("expired_prescription", "refer_to_prescriber"),  # age 366
+    "RX-004625": ("no_block", "approve"),  # schedule_iii_v, age 180
+    "RX-004636": ("expired_prescription", "refer_to_prescriber"),  # age 181
+    "RX-004662": ("no_block", "approve"),  # ratio 0.85 is not < 0.85
+    "RX-004665": ("too_early", "deny"),  # ratio 0.83 and 10 days left
+    "RX-004709": ("schedule_ii_prohibited", "refer_to_prescriber"),
+    "RX-004724": ("no_refills_left", "refer_to_prescriber"),
+    "RX-004733": ("inactive_prescriber", "refer_to_prescriber"),
+    "RX-004770": ("interaction_review", "refer_to_prescriber"),
+    "RX-004792": ("coverage_lapsed", "deny"),
 }
 
 
@@ -108,14 +108,22 @@ def test_fixture_bundle_yields_ground_truth_for_every_row(fixture_result, rows):
     assert first.inputs == {"prescription_id": "RX-004512", "patient_id": "P-41584", "request_date": "2025-04-18"}
     assert first.hidden["prescription_age_days"] == 167 and first.hidden["early_refill_ratio"] == 0.8
     assert first.hidden["prescriber_license_active"] is True and first.hidden["refills_remaining"] == 2
-    assert [c.tool for c in first.expected_calls] == [
+    assert first.expected_path == [c.tool for c in first.expected_calls] == [
         "getPrescriptionRecord", "calculatePrescriptionAge", "calculateEarlyRefillRatio", "getInteractionAlerts",
-        "verifyPrescriberLicense", "checkInsuranceEligibility", "determineBlockingReason"]
+        "verifyPrescriberLicense", "checkInsuranceEligibility", "determineBlockingReason", "recordRefillDecision"]
     assert first.expected_calls[1].input == {"prescription_id": "RX-004512",
                                              "prescription_written_date": "2024-11-02", "request_date": "2025-04-18"}
     assert first.expected_calls[1].output == {"prescription_age_days": 167}
-    assert first.expected_calls[-1].input["prescriber_license_active"] is True
-    assert first.expected_calls[-1].output == {"blocking_reason": "no_block"}
+    assert first.expected_calls[-2].input["prescriber_license_active"] is True
+    assert first.expected_calls[-2].output == {"blocking_reason": "no_block"}
+    # The expected state: what the calls leave on a fresh Manager (the decision record only, on approval).
+    assert first.expected_state == {"refill_decisions": {"RX-004512": {
+        "prescription_id": "RX-004512", "refill_decision": "approve", "blocking_reason": "no_block"}}}
+    assert ["getPrescriptionRecord", "recordRefillDecision"] in first.order_constraints
+    referred = next(t for t in gt.tasks if t.expected_outputs["refill_decision"] == "refer_to_prescriber")
+    assert sorted(referred.expected_state) == ["prescriber_referrals", "refill_decisions"]
+    assert ["sendPrescriberReferral", "recordRefillDecision"] in referred.order_constraints
+    assert gt.write_tools == ["sendPrescriberReferral", "recordRefillDecision"]
     # The calls were really recorded per row, not shared: each task's calls carry its own id.
     assert all(c.input.get("prescription_id", t.inputs["prescription_id"]) == t.inputs["prescription_id"]
                for t in gt.tasks for c in t.expected_calls)
@@ -147,7 +155,7 @@ def test_export_rows_hold_every_column_typed_and_as_cells(fixture_result, schema
     gt, _ = fixture_result
     row = gt.export_rows()[2]
     assert list(row) == schema.names
-    assert row["prescription_id"] == "RX-004514" and row["days_supply_remaining"] == 8
+    assert row["prescription_id"] == "RX-004550" and row["days_supply_remaining"] == 8
     assert row["early_refill_ratio"] == 0.73 and row["refill_decision"] == "deny"
     cells = gt.csv_rows()[2]
     assert cells["prescriber_license_active"] == "True" and cells["early_refill_ratio"] == "0.73"
@@ -173,7 +181,7 @@ def test_a_missing_csv_is_written_from_the_rows(tmp_path, schema, graph, rows):
 def test_a_csv_that_does_not_hold_the_rows_is_refused(tmp_path, schema, graph, rows):
     folder = bundle_with(tmp_path)
     csv_text = (folder / CSV_FILE).read_text(encoding="utf-8")
-    (folder / CSV_FILE).write_text(csv_text.replace("RX-004514,P-41598,maintenance", "RX-004514,P-41598,acute"))
+    (folder / CSV_FILE).write_text(csv_text.replace("RX-004550,P-41598,maintenance", "RX-004550,P-41598,acute"))
     gt, checks = compute_ground_truth(folder, schema, graph, rows, limits=LIMITS)
     bad = failed(checks)
     assert list(bad) == ["ground_truth.bundle"] and gt.tasks == []
@@ -192,14 +200,14 @@ RAISE_ON_NO_REFILLS = ('    # 5.2.1 Prescription age.\n',
 def test_rows_where_the_procedure_raises_are_excluded_with_the_exception(tmp_path, schema, graph, rows):
     gt, checks = compute_ground_truth(bundle_with(tmp_path, [RAISE_ON_NO_REFILLS]), schema, graph, rows,
                                       limits=LIMITS, check_determinism=False)
-    assert [(e.row_id, e.kind) for e in gt.excluded] == [("RX-004521", "exception"), ("RX-004522", "exception")]
+    assert [(e.row_id, e.kind) for e in gt.excluded] == [("RX-004709", "exception"), ("RX-004724", "exception")]
     assert gt.excluded[0].reason.startswith("ValueError at line ")
-    assert gt.excluded[0].reason.endswith(": no refills on record for RX-004521")
+    assert gt.excluded[0].reason.endswith(": no refills on record for RX-004709")
     assert [t.task_id for t in gt.tasks] == [r["prescription_id"] for r in rows if r["refills_remaining"] > 0]
     rows_check = failed(checks)["ground_truth.rows_excluded"]
     assert rows_check.severity == "error" and rows_check.blocking  # 2 of 14 = 14% > 10%
     assert rows_check.message.startswith("2 of 14 rows excluded (14%; more than the 10% allowed): ")
-    assert "RX-004521: ValueError at line" in rows_check.message and "RX-004522" in rows_check.message
+    assert "RX-004709: ValueError at line" in rows_check.message and "RX-004724" in rows_check.message
     assert gt.coverage["blocking_reason"]["no_refills_left"] == 0  # the excluded rows are not counted
 
 
@@ -214,14 +222,14 @@ def test_an_excluded_share_within_the_threshold_is_only_a_warning(tmp_path, sche
 def test_a_tool_that_raises_is_named_in_the_reason(tmp_path, schema, graph, rows):
     edit = ('{"prescription_id": prescription_id, "patient_id": patient_id})\n\n    # 5.2.1',
             '{"prescription_id": prescription_id,\n'
-            '                                        "patient_id": "P-0" if prescription_id == "RX-004517" '
+            '                                        "patient_id": "P-0" if prescription_id == "RX-004625" '
             'else patient_id})\n\n    # 5.2.1')
     gt, checks = compute_ground_truth(bundle_with(tmp_path, [edit]), schema, graph, rows, limits=LIMITS,
                                       check_determinism=False)
     [excluded] = gt.excluded
-    assert excluded.row_id == "RX-004517" and excluded.kind == "exception"
-    assert excluded.reason == ("ValueError: prescription RX-004517 does not belong to patient P-0 (raised by tool "
-                               'getPrescriptionRecord called with {"prescription_id": "RX-004517", '
+    assert excluded.row_id == "RX-004625" and excluded.kind == "exception"
+    assert excluded.reason == ("ValueError: prescription RX-004625 does not belong to patient P-0 (raised by tool "
+                               'getPrescriptionRecord called with {"prescription_id": "RX-004625", '
                                '"patient_id": "P-0"})')
     assert failed(checks)["ground_truth.rows_excluded"].severity == "warning"  # 1 of 14
 
@@ -244,26 +252,35 @@ def test_a_caught_tool_error_does_not_keep_the_row(tmp_path, schema, graph, rows
 # --- invalid results -----------------------------------------------------------------------------
 
 def test_an_outcome_outside_the_choices_is_excluded_and_named(tmp_path, schema, graph, rows):
-    edit = ('    elif blocking_reason in DENY:\n        refill_decision = "deny"\n',
-            '    elif blocking_reason == "coverage_lapsed":\n        refill_decision = "suspend"\n'
-            '    elif blocking_reason in DENY:\n        refill_decision = "deny"\n')
+    # Recorded as "deny" (the write tool would refuse "suspend"), answered as "suspend".
+    edit = ('        "refill_decision": refill_decision,\n    }',
+            '        "refill_decision": "suspend" if blocking_reason == "coverage_lapsed" else refill_decision,\n    }')
     gt, checks = compute_ground_truth(bundle_with(tmp_path, [edit]), schema, graph, rows, limits=LIMITS,
                                       check_determinism=False)
     [excluded] = gt.excluded
-    assert (excluded.row_id, excluded.kind) == ("RX-004525", "invalid_output")
+    assert (excluded.row_id, excluded.kind) == ("RX-004792", "invalid_output")
     assert excluded.reason == "refill_decision='suspend' is not one of approve | refer_to_prescriber | deny"
     outputs = failed(checks)["ground_truth.outputs_valid"]
-    assert outputs.blocking and "RX-004525: refill_decision='suspend' is not one of" in outputs.message
+    assert outputs.blocking and "RX-004792: refill_decision='suspend' is not one of" in outputs.message
     assert "coverage_lapsed" not in [t.hidden["blocking_reason"] for t in gt.tasks]
 
 
 def test_a_missing_field_is_excluded_and_named(tmp_path, schema, graph, rows):
-    edit = ('        "early_refill_ratio": ratio,\n        "blocking_reason"', '        "blocking_reason"')
+    edit = ('        "refill_decision": refill_decision,\n    }', '    }')
     gt, checks = compute_ground_truth(bundle_with(tmp_path, [edit]), schema, graph, rows, limits=LIMITS,
                                       check_determinism=False)
     assert gt.tasks == [] and len(gt.excluded) == 14
-    assert gt.excluded[0].reason == "the returned dict misses early_refill_ratio"
+    assert gt.excluded[0].reason == "the returned dict misses the decision field(s) refill_decision"
     assert {"ground_truth.outputs_valid", "ground_truth.rows_excluded", "ground_truth.coverage"} <= set(failed(checks))
+
+
+def test_an_intermediate_the_branch_did_not_obtain_may_be_left_out(tmp_path, schema, graph, rows):
+    """Issue 16: an early exit skips later look-ups, so only the decisions must be returned."""
+    edit = ('        "early_refill_ratio": ratio,\n        "blocking_reason"', '        "blocking_reason"')
+    gt, checks = compute_ground_truth(bundle_with(tmp_path, [edit]), schema, graph, rows, limits=LIMITS,
+                                      check_determinism=False)
+    assert failed(checks) == {} and len(gt.tasks) == 14
+    assert all(t.hidden["early_refill_ratio"] is not None for t in gt.tasks)  # from the tools, whatever the path
 
 
 def test_an_intermediate_that_differs_from_the_tool_result_is_caught(tmp_path, schema, graph, rows):
@@ -282,11 +299,11 @@ def test_a_value_outside_its_range_is_excluded(tmp_path, schema, graph, rows):
     tools = (folder / "tools.py").read_text(encoding="utf-8")
     tools = tools.replace("        ratio = round(elapsed / supply, 2)\n",
                           "        ratio = round(elapsed / supply, 2)\n"
-                          "        if prescription_id == \"RX-004523\":\n            ratio = ratio * 100\n")
+                          "        if prescription_id == \"RX-004733\":\n            ratio = ratio * 100\n")
     (folder / "tools.py").write_text(tools, encoding="utf-8")
     gt, _ = compute_ground_truth(folder, schema, graph, rows, limits=LIMITS, check_determinism=False)
     [excluded] = gt.excluded
-    assert (excluded.row_id, excluded.kind) == ("RX-004523", "out_of_range")
+    assert (excluded.row_id, excluded.kind) == ("RX-004733", "out_of_range")
     assert excluded.reason == "early_refill_ratio=94.0 is outside its range 0.0 to 12.0"
 
 
@@ -309,7 +326,7 @@ def test_an_outcome_no_task_reaches_is_a_coverage_error(tmp_path, schema, graph,
 
 
 def test_an_unreached_intermediate_value_is_a_warning(tmp_path, schema, graph, rows):
-    kept = [r for r in rows if r["prescription_id"] != "RX-004524"]  # the only interaction_review row
+    kept = [r for r in rows if r["prescription_id"] != "RX-004770"]  # the only interaction_review row
     folder = bundle_with(tmp_path)
     write_rows_csv(folder / CSV_FILE, kept, schema)
     gt, checks = compute_ground_truth(folder, schema, graph, kept, limits=LIMITS, check_determinism=False)

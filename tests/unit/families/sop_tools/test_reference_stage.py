@@ -20,6 +20,7 @@ FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
 BUNDLE = FIXTURES / "bundle" / "pharmacy"
 ANSWERS = FIXTURES / "answers"
 LIMITS = SandboxLimits(wall_seconds=60, cpu_seconds=30)
+OPEN_GATES = {"min_distinct_paths": 1, "max_baseline_state_success": 1.0}
 NEVER_DENY = ('    elif blocking_reason in DENY:\n        refill_decision = "deny"\n',
               '    elif blocking_reason in DENY:\n        refill_decision = "refer_to_prescriber"\n')
 
@@ -47,8 +48,11 @@ def rows(good_schema) -> list[dict]:
 def inputs(slug, good_schema, good_sop, graph, rows):
     tools = {"toolspecs": (BUNDLE / "toolspecs.json").read_text(encoding="utf-8"),
              "tool_code": (BUNDLE / "tools.py").read_text(encoding="utf-8")}
+    # The fixture domain has two tool paths (a referral or not) and writes the majority outcome's records on
+    # most tasks: the path and baseline gates are tested on their own (test_consequences.py), so they are
+    # opened here to test the rest of the stage.
     return reference_stage.ReferenceInputs(theme_slug=slug, schema=good_schema, sop=good_sop, api_graph=graph,
-                                           tools=tools, rows=rows)
+                                           tools=tools, rows=rows, gates=OPEN_GATES)
 
 
 def test_the_answer_fixture_holds_the_fixture_bundles_procedure(answer):
@@ -75,7 +79,8 @@ def test_stage_accepts_a_good_procedure_and_renders_every_input(scripted, settin
         sample_schema=good_schema.to_prompt_text(), api_graph=graph.to_prompt_text(),
         toolspecs=json.dumps(inputs.tools.toolspecs, indent=2), tool_code=inputs.tools.tool_code,
         input_columns=reference_stage.render_input_columns(good_schema, gt.input_columns, inputs.rows),
-        decision_fields=reference_stage.render_decision_fields(good_schema))
+        decision_fields=reference_stage.render_decision_fields(good_schema),
+        write_tools=reference_stage.render_write_tools(graph), min_distinct_paths=1, max_baseline_share="100%")
     assert (result.template_hash, result.prompt_hash) == (rendered.template_hash, rendered.prompt_hash)
     prompt = request.messages[0].content
     assert prompt == rendered.text
@@ -125,8 +130,8 @@ def test_rows_that_raise_are_re_asked_with_their_reasons(scripted, settings, inp
     reask = provider.requests[1].messages[-1].content
     assert "- ground_truth.rows_excluded: 9 of 14 rows excluded (64%; more than the 10% allowed): " in reask
     # Rows failing for the same reason are quoted together.
-    assert re.search(r"RX-004514, RX-004520: KeyError at line \d+: 'too_early'", reask)
-    assert re.search(r"RX-004516, RX-004518: KeyError at line \d+: 'expired_prescription'", reask)
+    assert re.search(r"RX-004550, RX-004665: KeyError at line \d+: 'too_early'", reask)
+    assert re.search(r"RX-004573, RX-004636: KeyError at line \d+: 'expired_prescription'", reask)
 
 
 def test_the_stage_gives_up_after_the_attempt_budget(scripted, settings, inputs, answer, edit):

@@ -35,6 +35,10 @@ def run_checks(variant_type, good_sop, good_schema, good_context, text):
                          tool_names=TOOLS, context_text=good_context.to_prompt_text())
 
 
+def by_name(checks, name):
+    return next(c for c in checks if c.name == name)
+
+
 def failed(checks):
     return [c.name for c in checks if not c.passed]
 
@@ -161,12 +165,19 @@ def test_a_threshold_the_context_does_not_state_cannot_be_removed(good_sop, good
     assert "'more than 180' (step 5.2.2)" in lost.message and "\n" not in lost.message
 
 
-def test_implicit_variant_must_leave_a_number_to_the_context(good_sop, good_schema, good_context, edit):
-    # Rephrasing without removing any number is ambiguity, not an implicit decision point.
-    text = edit(good_sop.text, "`days_supply_remaining` > 7.", "`days_supply_remaining` exceeds a week.")
-    checks = run_checks("implicit_decision_points", good_sop, good_schema, good_context, text)
-    assert failed(checks) == ["variant.threshold_left_to_context"]
-    assert failed(run_checks("ambiguity", good_sop, good_schema, good_context, text)) == []
+def test_implicit_variant_must_remove_a_threshold_statement_the_context_states(good_sop, good_schema, good_context,
+                                                                               edit):
+    # Rewording a comparison keeps the statement (field, comparator, number): not an implicit decision point.
+    kept = edit(good_sop.text, "`days_supply_remaining` > 7.", "`days_supply_remaining` is more than 7.")
+    assert "variant.threshold_left_to_context" in failed(
+        run_checks("implicit_decision_points", good_sop, good_schema, good_context, kept))
+    # Issue 16, item 7: the statement is gone although the number 7 stays in the SOP with other meanings
+    # (the old check counted bare numbers, so this removal could not pass).
+    moved = edit(good_sop.text, "`days_supply_remaining` > 7.", "`days_supply_remaining` exceeds a week.")
+    assert " 7 " in moved or "7." in moved
+    checks = run_checks("implicit_decision_points", good_sop, good_schema, good_context, moved)
+    assert "variant.threshold_left_to_context" not in failed(checks)
+    assert by_name(checks, "variant.threshold_left_to_context").details["moved"] == ["> 7 on `days_supply_remaining`"]
 
 
 def test_tool_names_and_branching_in_exceptions_are_caught(good_sop, good_schema, good_context, edit):

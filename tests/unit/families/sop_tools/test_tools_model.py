@@ -19,12 +19,13 @@ def answer(stage: str) -> str:
 
 def test_api_docs_fixture_parses_every_section():
     docs = APIDocs.parse(answer("api_docs"))
-    assert docs.names[0] == "getPrescriptionRecord" and len(docs.apis) == 7
+    assert docs.names[0] == "getPrescriptionRecord" and len(docs.apis) == 9
     record = docs.apis[0]
     assert list(record.request_body) == ["prescription_id", "patient_id"]
     assert record.response["refills_remaining"] == "integer, 0 to 11"
     assert record.dependencies == [] and len(record.error_scenarios) == 2
-    assert docs.apis[-1].dependencies[-1] == "checkInsuranceEligibility"
+    assert docs.apis[6].dependencies[-1] == "checkInsuranceEligibility"
+    assert docs.apis[-1].response == {"record_id": "string, refill_decisions/<prescription_id>"}
     assert APIDocs.parse(docs.to_prompt_text()) == docs  # the prompt rendering reads back identically
 
 
@@ -62,7 +63,7 @@ def test_api_docs_errors_name_the_block_and_the_fix(text, phrase):
 
 def test_toolspecs_fixture_parses_and_writes_the_bundle_file():
     specs = ToolSpecs.parse(answer("toolspecs"))
-    assert len(specs.names) == 7 and specs.properties("calculatePrescriptionAge") == [
+    assert len(specs.names) == 9 and specs.properties("calculatePrescriptionAge") == [
         "prescription_id", "prescription_written_date", "request_date"]
     written = json.loads(specs.to_json())
     assert written[0]["toolSpec"]["name"] == "getPrescriptionRecord" and set(written[0]) == {"toolSpec"}

@@ -61,7 +61,9 @@ def to_cell(value: Any) -> str:
 
 
 def expected_value(value: Any) -> Any:
-    """What pandas should hand back for a written ``value`` (same Python value, or its text)."""
+    """What pandas should hand back for a written ``value`` (same Python value, or its text; None stays None)."""
+    if value is None:
+        return None
     if hasattr(value, "item") and callable(value.item) and not isinstance(value, (str, bytes)):
         value = value.item()
     if isinstance(value, (bool, int, float, str)):
@@ -74,7 +76,9 @@ def _is_bool(value: Any) -> bool:
 
 
 def _same(read: Any, want: Any) -> bool:
-    """``read`` (from pandas) is ``want`` with its type kept: bool, number or string."""
+    """``read`` (from pandas) is ``want`` with its type kept: bool, number or string (None: a missing cell)."""
+    if want is None:
+        return read is None or (isinstance(read, float) and math.isnan(read))
     if isinstance(want, bool):
         return _is_bool(read) and bool(read) == want
     if isinstance(want, (int, float)):

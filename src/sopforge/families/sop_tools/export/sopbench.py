@@ -81,11 +81,14 @@ def column_order(rows: list[dict[str, Any]], input_columns: list[str], intermedi
     return [*input_columns, *other, *intermediate_columns, *output_columns]
 
 
-def _cells(rows: list[dict[str, Any]], columns: list[str]) -> list[list[str]]:
+def _cells(rows: list[dict[str, Any]], columns: list[str], hidden: set[str]) -> list[list[str]]:
     table, bad = [], []
     for i, row in enumerate(rows):
         line = []
         for col in columns:
+            if row[col] is None and col in hidden:
+                line.append("")  # a conditional field without a value: hidden, read by tools as no value
+                continue
             try:
                 line.append(to_cell(row[col]))
             except ValueError as exc:
@@ -156,9 +159,9 @@ def write_sopbench_folder(dest: Path, *, name: str, domain: str, description: st
     if final.exists() and not overwrite:
         raise UserError(f"{final} already exists; pass overwrite=True to replace it")
     columns = column_order(rows, input_columns, intermediate_columns, output_columns)
-    table = _cells(rows, columns)
     n_out = len(output_columns)
     hidden = [c for c in columns if c not in input_columns and c not in output_columns]
+    table = _cells(rows, columns, set(hidden))
     stats = benchmark_stats(sop_text=sop_text, toolspecs=toolspecs, rows=rows, input_columns=input_columns,
                             output_columns=output_columns, api_graph=api_graph, tasks=tasks)
     metadata = {

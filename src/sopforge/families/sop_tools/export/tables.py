@@ -1,14 +1,16 @@
 """Tasks as JSONL and Parquet, each row carrying its full provenance.
 
-A task is a plain dict ``{task_id, inputs, hidden, expected_outputs, expected_calls}`` (the
-ground-truth stage produces them; this module does not depend on its models). Provenance
+A task is a plain dict ``{task_id, inputs, hidden, expected_outputs, expected_calls}``, optionally
+with ``expected_state`` and ``order_constraints`` (the ground-truth stage produces them; this module
+does not depend on its models). Provenance
 says where every task came from: the run, and for each stage artifact its id, version,
 content hash, prompt template id/hash and model — the same fields as the store's
 ``artifacts`` table, so a row can be joined back to it.
 
 Parquet layout (one row per task): scalar columns for the identity and provenance, the
 domain-specific dicts as JSON text (their keys differ per domain, so a fixed struct type
-would not fit), ``expected_tools`` as ``list<string>`` for SQL, and ``artifacts`` as
+would not fit), ``expected_tools`` (the expected path) and ``expected_writes`` (the tables the
+expected state touches) as ``list<string>`` for SQL, and ``artifacts`` as
 ``list<struct<stage, artifact_id, version, content_hash, template_id, template_hash, model>>``
 (DuckDB: ``SELECT unnest(artifacts) FROM 'tasks.parquet'``). Files are written to a temp
 name and renamed, so a reader never sees half a file.
@@ -74,6 +76,9 @@ PARQUET_SCHEMA = pa.schema([
     ("expected_calls", pa.string()),
     ("expected_tools", pa.list_(pa.string())),
     ("num_expected_calls", pa.int32()),
+    ("expected_state", pa.string()),
+    ("expected_writes", pa.list_(pa.string())),
+    ("order_constraints", pa.string()),
     ("artifacts", pa.list_(pa.struct([
         ("stage", pa.string()), ("artifact_id", pa.string()), ("version", pa.int64()),
         ("content_hash", pa.string()), ("template_id", pa.string()), ("template_hash", pa.string()),
@@ -141,7 +146,9 @@ def task_records(tasks: list[dict[str, Any]], provenance: Provenance) -> list[di
             "provenance_hash": digest, "task_hash": hashlib.sha256(_canonical(body).encode()).hexdigest(),
             "inputs": t["inputs"], "hidden": t["hidden"], "expected_outputs": t["expected_outputs"],
             "expected_calls": t["expected_calls"], "expected_tools": [c["tool"] for c in t["expected_calls"]],
-            "num_expected_calls": len(t["expected_calls"]), "artifacts": prov["artifacts"],
+            "num_expected_calls": len(t["expected_calls"]), "expected_state": t.get("expected_state") or {},
+            "expected_writes": sorted(t.get("expected_state") or {}),
+            "order_constraints": t.get("order_constraints") or [], "artifacts": prov["artifacts"],
         })
     return records
 
@@ -176,7 +183,7 @@ def _json_columns(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for r in records:
         row = dict(r)
-        for key in ("inputs", "hidden", "expected_outputs", "expected_calls"):
+        for key in ("inputs", "hidden", "expected_outputs", "expected_calls", "expected_state", "order_constraints"):
             row[key] = _canonical(row[key])
         out.append(row)
     return out

@@ -43,7 +43,8 @@ def _lower(value: Any) -> Any:
     return value.strip().lower() if isinstance(value, str) else value
 
 
-Source = Annotated[Literal["user_input", "other_api", "system_state"], BeforeValidator(_lower)]
+Source = Annotated[Literal["user_input", "other_api", "system_state", "decision"], BeforeValidator(_lower)]
+Effect = Annotated[Literal["read", "write"], BeforeValidator(_lower)]
 Destination = Annotated[Literal["other_api", "storage", "ui_display"], BeforeValidator(_lower)]
 DependencyType = Annotated[Literal["data_dependency", "state_dependency", "temporal_dependency"],
                            BeforeValidator(_lower)]
@@ -60,7 +61,8 @@ class InputParameter(BaseModel):
     source: Source = Field(
         description="'user_input': an existing field supplied with the case; 'other_api': output of a "
                     "prerequisite API; 'system_state': read from the case record (an existing field, or a "
-                    "to-be-obtained field an upstream API stored).")
+                    "to-be-obtained field an upstream API stored); 'decision': a [decision] field the agent has "
+                    "decided by applying the SOP, which only a write API takes (to record it).")
     required: bool = Field(True, description="Whether the API cannot run without it.")
 
 
@@ -89,18 +91,39 @@ class APIDependency(BaseModel):
     dependency_reason: str = Field(description="Evidence: the parameter passed or the state relied on.")
 
 
+def _labels(value: Any) -> Any:
+    # when: {field: [values]}: booleans and numbers are compared as the schema labels them.
+    if not isinstance(value, dict):
+        return value
+    out = {}
+    for key, values in value.items():
+        items = values if isinstance(values, list) else [values]
+        out[key] = [("true" if v else "false") if isinstance(v, bool) else str(v) if isinstance(v, (int, float))
+                    else v for v in items]
+    return out
+
+
 class APISpec(BaseModel):
-    """One node of the graph."""
+    """One node of the graph: a read (a look-up or computation) or a write (it changes the simulated database)."""
 
     model_config = ConfigDict(extra="forbid")
 
     api_name: str = Field(description="Unique name matching ^[A-Za-z][A-Za-z0-9_]{0,63}$.")
     description: str = Field(description="What the API does.")
     purpose: str = Field(description="Its role in the business process.")
+    effect: Effect = Field("read", description=(
+        "'read': returns values and changes nothing; 'write': creates or replaces one record of the case in "
+        "writes_table (record a decision, open a referral, notify a party) and returns only its record_id."))
+    writes_table: str | None = Field(None, description="Write APIs: the snake_case table of the simulated database "
+                                                       "it writes one record per case into.")
+    when: Annotated[dict[str, list[str]], BeforeValidator(_labels)] = Field(default_factory=dict, description=(
+        "Write APIs: the branch of the SOP on which the write happens, as field -> allowed values (all must hold; "
+        "usually decision fields). The SOP forbids the write on every other branch. {} means on every branch."))
     sop_steps: list[str] = Field(default_factory=list,
                                  description="Main Procedure step numbers (e.g. '5.2.1') the API implements.")
     input_parameters: list[InputParameter] = Field(default_factory=list, description="Inputs, in call order.")
-    output_parameters: list[OutputParameter] = Field(min_length=1, description="Outputs (at least one).")
+    output_parameters: list[OutputParameter] = Field(default_factory=list,
+                                                     description="Outputs: at least one for a read, none for a write.")
     direct_dependencies: list[APIDependency] = Field(default_factory=list,
                                                      description="Prerequisite APIs (incoming edges).")
     complexity_level: Level = Field(description="Technical complexity.")
@@ -114,6 +137,19 @@ class APISpec(BaseModel):
         if isinstance(value, list):
             return [str(v).strip().rstrip(".") if isinstance(v, (str, int)) else v for v in value]
         return value
+
+    @property
+    def writes(self) -> bool:
+        return self.effect == "write"
+
+    def allowed_on(self, values: dict[str, Any]) -> bool:
+        """Whether the SOP allows (and requires) this write on a task with these field values."""
+        for name, allowed in self.when.items():
+            value = values.get(name)
+            label = ("true" if value else "false") if isinstance(value, bool) else "" if value is None else str(value)
+            if label.lower() not in {a.lower() for a in allowed}:
+                return False
+        return True
 
     @property
     def input_names(self) -> list[str]:
@@ -166,6 +202,19 @@ class APIGraph(BaseModel):
     def names(self) -> list[str]:
         """API names in the order written."""
         return [a.api_name for a in self.apis]
+
+    @property
+    def write_apis(self) -> list[APISpec]:
+        """The APIs that change the simulated database, in the order written."""
+        return [a for a in self.apis if a.writes]
+
+    @property
+    def read_apis(self) -> list[APISpec]:
+        return [a for a in self.apis if not a.writes]
+
+    def tables(self) -> list[str]:
+        """The tables the write APIs write, each once, in the order written."""
+        return list(dict.fromkeys(a.writes_table for a in self.write_apis if a.writes_table))
 
     def api(self, name: str) -> APISpec:
         """Return the API called ``name``.

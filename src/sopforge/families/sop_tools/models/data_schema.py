@@ -21,6 +21,8 @@ __all__ = [
     "NUMERIC_TYPES",
     "NA_TOKENS",
     "MAX_FIELDS",
+    "Correlation",
+    "FieldCondition",
     "FieldSpec",
     "DataSchema",
 ]
@@ -43,6 +45,38 @@ _EXAMPLE_RE = re.compile(r"^(?P<desc>.*?)\s*\(\s*e\.g\.\s*,?\s*(?P<example>.*)\)
 _NUMBER = r"-?\d[\d,]*(?:\.\d+)?"
 _RANGE_RE = re.compile(rf"^range\s*:\s*(?P<low>{_NUMBER})\s+to\s+(?P<high>{_NUMBER})$", re.IGNORECASE)
 _BULLET_RE = re.compile(r"^[-*•]\s+")
+# [present_if: lost_bag_reported = True] / [present_if: alert_level = moderate | severe]
+_PRESENT_IF_RE = re.compile(r"^present_if\s*:\s*(?P<field>[A-Za-z_][A-Za-z0-9_]*)\s*=\s*(?P<values>.+)$", re.IGNORECASE)
+# [correlates: last_days_supply +] / [correlates: age_years -]
+_CORRELATES_RE = re.compile(r"^correlates\s*:\s*(?P<field>[A-Za-z_][A-Za-z0-9_]*)\s*(?P<sign>[+-])$", re.IGNORECASE)
+_ANNOTATIONS = "choices, range, decision, present_if, correlates"
+
+
+class FieldCondition(BaseModel):
+    """When a conditional field has a value: ``field`` holds one of ``values`` (``[present_if: ...]``).
+
+    On every other row the field has no value (``None`` in the rows, an empty CSV cell), instead of
+    a placeholder a model would otherwise invent (an all-zero tag number).
+    """
+
+    field: str = Field(description="The choice or boolean field the presence depends on.")
+    values: list[str] = Field(description="Its values (booleans as 'true'/'false') on which this field has a value.")
+
+    def holds(self, row: dict) -> bool:
+        """Whether ``row`` is one on which the conditional field must have a value."""
+        value = row.get(self.field)
+        label = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        return label.lower() in {v.lower() for v in self.values}
+
+    def text(self) -> str:
+        return f"{self.field} = " + " | ".join(self.values)
+
+
+class Correlation(BaseModel):
+    """A rank correlation the data must show with another numeric field (``[correlates: field +]``)."""
+
+    field: str = Field(description="The other numeric (or date) field.")
+    sign: Literal["+", "-"] = Field(description="'+': both rise together; '-': one falls as the other rises.")
 
 
 class FieldSpec(BaseModel):
@@ -58,6 +92,9 @@ class FieldSpec(BaseModel):
     role: Literal["existing", "to_be_obtained"] = Field(
         description="'existing': known input of a task; 'to_be_obtained': produced by following the SOP.")
     decision: bool = Field(False, description="True for a final answer the agent must produce ([decision]).")
+    present_if: FieldCondition | None = Field(
+        None, description="Conditional field: it has a value only on rows where the condition holds ([present_if]).")
+    correlates: Correlation | None = Field(None, description="Declared correlation with another field ([correlates]).")
 
     def labels(self) -> list[str]:
         """Values a decision field can take: its choices, or true/false for a boolean."""
@@ -72,6 +109,10 @@ class FieldSpec(BaseModel):
             line += " [choices: " + " | ".join(self.choices) + "]"
         if self.minimum is not None and self.maximum is not None:
             line += f" [range: {self.minimum} to {self.maximum}]"
+        if self.present_if is not None:
+            line += f" [present_if: {self.present_if.text()}]"
+        if self.correlates is not None:
+            line += f" [correlates: {self.correlates.field} {self.correlates.sign}]"
         if self.decision:
             line += " [decision]"
         return line
@@ -155,7 +196,7 @@ def _parse_line(line: str, tag: str, role: str) -> FieldSpec:
     if not m:
         raise ParseError(bad)
     rest = m.group("rest")
-    choices = minimum = maximum = None
+    choices = minimum = maximum = present_if = correlates = None
     decision = False
     seen: set[str] = set()
     while (a := _TRAILING_ANNOTATION_RE.search(rest)) is not None:
@@ -175,8 +216,22 @@ def _parse_line(line: str, tag: str, role: str) -> FieldSpec:
             if not r:
                 raise ParseError(f"<{tag}> line has a malformed [{ann}]; write [range: LOW to HIGH] with numbers: {one_line(line)!r}")
             minimum, maximum = _number(r.group("low")), _number(r.group("high"))
+        elif kind == "present_if":
+            p = _PRESENT_IF_RE.match(ann)
+            values = [v.strip().strip("\"'`") for v in p.group("values").split("|")] if p else []
+            if not p or any(not v for v in values):
+                raise ParseError(f"<{tag}> line has a malformed [{ann}]; write [present_if: other_field = value] or "
+                                 f"[present_if: other_field = a | b]: {one_line(line)!r}")
+            present_if = FieldCondition(field=p.group("field"), values=[_bool_label(v) for v in values])
+        elif kind == "correlates":
+            c = _CORRELATES_RE.match(ann)
+            if not c:
+                raise ParseError(f"<{tag}> line has a malformed [{ann}]; write [correlates: other_field +] or "
+                                 f"[correlates: other_field -]: {one_line(line)!r}")
+            correlates = Correlation(field=c.group("field"), sign=c.group("sign"))
         else:
-            raise ParseError(f"<{tag}> line has an unknown annotation [{ann}] (allowed: choices, range, decision): {one_line(line)!r}")
+            raise ParseError(f"<{tag}> line has an unknown annotation [{ann}] (allowed: {_ANNOTATIONS}): "
+                             f"{one_line(line)!r}")
         rest = rest[: a.start()]
     e = _EXAMPLE_RE.match(rest.strip())
     if not e or not e.group("desc").strip() or not e.group("example").strip():
@@ -185,10 +240,10 @@ def _parse_line(line: str, tag: str, role: str) -> FieldSpec:
         name=m.group("name"), type=re.sub(r"\s+", "", m.group("type")).lower(),
         description=e.group("desc").strip().rstrip(","), example=e.group("example").strip(),
         choices=choices, minimum=minimum, maximum=maximum, role=role, decision=decision,
+        present_if=present_if, correlates=correlates,
     )
 
 
-
-
-
-
+def _bool_label(value: str) -> str:
+    # True/False as written in the schema examples; condition labels compare case-insensitively.
+    return value.lower() if value.lower() in ("true", "false") else value

@@ -11,8 +11,11 @@ Answer formats (docs/hardening/distractors.md):
   beside ``toolSpec`` so the spec itself is exactly what toolspecs.json will hold.
 * ``<distractor_code>``: Python source with one class ``DistractorTools`` (one method per tool).
 * ``<distractor_fields>``: a JSON array of ``{"name", "origin": "new", "type", "description",
-  "values": [pool]}`` or ``{"name", "origin": "existing", "why"}``. Row values of a new field
-  are drawn from its pool with ``random.Random(f"{seed}:{name}")`` (:func:`assign_values`).
+  "values": [pool]}``, ``{"name", "origin": "new", "type", "description", "depends_on": field,
+  "values_by": {value: [pool]}}`` (values that must agree with the row, e.g. a specialty with the
+  drug class) or ``{"name", "origin": "existing", "why"}``. Row values of a new field are drawn
+  from its pool (the row's own pool with ``depends_on``) with ``random.Random(f"{seed}:{name}")``
+  (:func:`assign_values`).
 """
 
 from __future__ import annotations
@@ -56,6 +59,11 @@ class DistractorField(BaseModel):
     type: str = Field(description="Schema type of the column (string, integer, float, boolean, date, enum, ...).")
     description: str = Field(description="What the column holds (new) or why it looks relevant (existing).")
     pool: list[Any] = Field(default_factory=list, description="The model's pool of plausible values (new fields).")
+    depends_on: str | None = Field(None, description=(
+        "An existing enum or boolean field the plausible values depend on (a drug's specialty on its class); "
+        "each row then draws from the pool of its own value."))
+    pools: dict[str, list[Any]] = Field(default_factory=dict, description=(
+        "With depends_on: the value of that field (booleans as 'true'/'false') -> the pool for such rows."))
     values: dict[str, Any] = Field(default_factory=dict,
                                    description="Row id -> value, drawn from pool with a seeded RNG (new fields only).")
     kept: bool = Field(False, description="Verified by perturbation and exported.")
@@ -162,6 +170,20 @@ def parse_field_answer(raw_text: str) -> list[DistractorField]:
             fields.append(DistractorField(name=name, origin="existing", type="", description=str(item.get("why", ""))))
             continue
         missing = [k for k in ("type", "description") if not isinstance(item.get(k), str) or not item[k].strip()]
+        depends_on = item.get("depends_on")
+        if depends_on is not None:
+            by_value = item.get("values_by")
+            if not isinstance(depends_on, str) or not isinstance(by_value, dict) or not by_value or not all(
+                    isinstance(v, list) and v for v in by_value.values()):
+                raise ParseError(f"<{FIELDS_TAG}> element {i} ({name}): with \"depends_on\", give \"values_by\": "
+                                 "{\"<value of that field>\": [values], ...}, a non-empty list per value")
+            if missing:
+                raise ParseError(f"<{FIELDS_TAG}> element {i} ({name}): a new field needs {', '.join(missing)}")
+            pools = {_label(k): list(v) for k, v in by_value.items()}
+            fields.append(DistractorField(name=name, origin="new", type=item["type"].strip().lower(),
+                                          description=item["description"].strip(), depends_on=depends_on.strip(),
+                                          pools=pools, pool=[x for v in pools.values() for x in v]))
+            continue
         if missing or not isinstance(item.get("values"), list) or not item["values"]:
             missing += [] if isinstance(item.get("values"), list) and item["values"] else ["values (a non-empty list)"]
             raise ParseError(f"<{FIELDS_TAG}> element {i} ({name}): a new field needs {', '.join(missing)}")
@@ -170,7 +192,25 @@ def parse_field_answer(raw_text: str) -> list[DistractorField]:
     return fields
 
 
-def assign_values(field: DistractorField, row_ids: list[str], seed: int) -> dict[str, Any]:
-    """One value from the field's pool per row, drawn with ``random.Random(f"{seed}:{name}")`` (reproducible)."""
+def _label(value: Any) -> str:
+    """A condition value as the schema labels it (booleans 'true'/'false', the rest as written)."""
+    text = str(value).strip()
+    return text.lower() if text.lower() in ("true", "false") else text
+
+
+def assign_values(field: DistractorField, row_ids: list[str], seed: int,
+                  conditions: list[Any] | None = None) -> dict[str, Any]:
+    """One value per row, drawn with ``random.Random(f"{seed}:{name}")`` (reproducible).
+
+    Args:
+        field: A new field with its pool (or its pools by the value of ``depends_on``).
+        row_ids: The rows' ids, in order.
+        seed: The stage's seed.
+        conditions: With ``depends_on``, each row's value of that field, in the same order: the row
+            draws from its own value's pool, so the value is consistent with the row.
+    """
     rng = random.Random(f"{seed}:{field.name}")
-    return {row_id: rng.choice(field.pool) for row_id in row_ids}
+    if field.depends_on is None or conditions is None:
+        return {row_id: rng.choice(field.pool) for row_id in row_ids}
+    return {row_id: rng.choice(field.pools[_label(("true" if c else "false") if isinstance(c, bool) else c)])
+            for row_id, c in zip(row_ids, conditions, strict=True)}

@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field, computed_field
 from sopforge.parsing import ParseError, extract_tag, strip_code_fence
 from sopforge.checks import CheckResult, check
 from sopforge.families.sop_tools.models.tools import csv_cell  # one spelling of bundle CSV cells, shared with the tools stage
+from sopforge.families.sop_tools.models.trajectory import AgentReport, PathRow
 
 __all__ = [
     "CODE_TAG",
@@ -94,6 +95,13 @@ class Task(BaseModel):
                     "to-be-obtained fields (as the tools returned them).")
     expected_outputs: dict[str, Any] = Field(description="Decision field -> the allowed value the procedure decided.")
     expected_calls: list[ExpectedCall] = Field(description="The tool calls the procedure made, in order.")
+    expected_path: list[str] = Field(default_factory=list,
+                                     description="Tool names of expected_calls, in order (the task's branch).")
+    expected_state: dict[str, dict[str, Any]] = Field(default_factory=dict, description=(
+        "The database diff the expected calls leave on a fresh Manager: {table: {record key: record}}; "
+        "{} when the branch writes nothing."))
+    order_constraints: list[list[str]] = Field(default_factory=list, description=(
+        "[before, after] tool pairs the SOP orders on this path; pairs not listed may run in any order."))
 
 
 class ExcludedRow(BaseModel):
@@ -127,6 +135,14 @@ class GroundTruth(BaseModel):
         description="Existing fields that are not input columns (reachable only via tools).")
     intermediate_columns: list[str] = Field(description="To-be-obtained fields without [decision] (hidden columns).")
     output_columns: list[str] = Field(description="The [decision] fields: the answers (SOP-Bench output_columns).")
+    write_tools: list[str] = Field(default_factory=list, description="Tools that change the simulated database.")
+    state_tables: list[str] = Field(default_factory=list, description="Tables the write tools write.")
+    paths: list[PathRow] = Field(default_factory=list,
+                                 description="Path coverage: every distinct expected tool path with its tasks.")
+    baselines: list[AgentReport] = Field(default_factory=list, description=(
+        "Baseline agents replayed through the tools (call every tool, read-only, majority label)."))
+    gates: dict[str, float] = Field(default_factory=dict, description=(
+        "The bounds the paths and baselines were held to: min_distinct_paths, max_baseline_state_success."))
 
     @property
     def excluded_share(self) -> float:
@@ -192,6 +208,9 @@ class OracleReport(BaseModel):
     problems: list[str] = Field(default_factory=list,
                                 description="Folder-level problems (missing files, bad metadata, sandbox failure).")
     failures: list[OracleFailure] = Field(default_factory=list, description="Failed tasks, in CSV order.")
+    stateful: bool = Field(False, description="The tools keep a database state (database_state()) to score.")
+    state_correct: int = Field(0, description="Tasks whose replayed calls leave exactly the expected database state.")
+    order_correct: int = Field(0, description="Tasks without an order violation.")
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -219,16 +238,31 @@ class OracleReport(BaseModel):
 
     @computed_field  # type: ignore[prop-decorator]
     @property
+    def final_state(self) -> float | None:
+        """Share of tasks whose replay leaves the expected database state (None: the tools keep no state)."""
+        return self.state_correct / self.n_tasks if self.stateful and self.n_tasks else None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def order(self) -> float:
+        """Share of tasks without an order violation."""
+        return self.order_correct / self.n_tasks if self.n_tasks else 0.0
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
     def passed(self) -> bool:
-        """The oracle must score 1.00 on both matchers with no folder problem."""
-        return not self.problems and self.n_tasks > 0 and self.correct == self.strict_correct == self.n_tasks
+        """The oracle must score 1.00 on both matchers, on final state and on order, with no folder problem."""
+        n = self.n_tasks
+        return (not self.problems and n > 0 and self.correct == self.strict_correct == n
+                and self.order_correct == n and (not self.stateful or self.state_correct == n))
 
     def summary(self) -> str:
-        """One line: ECR, TSR, strict TSR and the failing task ids."""
+        """One line: ECR, TSR, strict TSR, final state, order and the failing task ids."""
         failing = ", ".join(f.task_id for f in self.failures[:10])
         more = f" (+{len(self.failures) - 10} more)" if len(self.failures) > 10 else ""
+        state = "n/a" if self.final_state is None else f"{self.final_state:.2f}"
         text = (f"oracle on {self.n_tasks} tasks: ECR {self.ecr:.2f}, TSR {self.tsr:.2f}, "
-                f"strict TSR {self.strict_tsr:.2f}")
+                f"strict TSR {self.strict_tsr:.2f}, final state {state}, order {self.order:.2f}")
         if self.problems:
             text += f"; problems: {'; '.join(self.problems)}"
         return text + (f"; failing: {failing}{more}" if failing else "")
@@ -238,4 +272,4 @@ class OracleReport(BaseModel):
         shown = "; ".join(f"{f.task_id}: {f.reasons[0]}" for f in self.failures[:5] if f.reasons)
         message = self.summary() + (f" — {shown}" if shown else "")
         return [check("oracle.tsr", self.passed, message, ecr=self.ecr, tsr=self.tsr, strict_tsr=self.strict_tsr,
-                      failing=[f.task_id for f in self.failures])]
+                      final_state=self.final_state, order=self.order, failing=[f.task_id for f in self.failures])]

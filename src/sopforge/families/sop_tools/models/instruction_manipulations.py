@@ -6,8 +6,8 @@ operator edits the parsed tree (``sopforge.families.sop_tools.models.instruction
 manipulation "that changes nothing, or changes a statement other than its target" cannot pass.
 
 * (a) ``parameter_mismatch``: every number in one statement is replaced by another number.
-* (b) ``single_condition_replacement``: in a block with at least two actions, one action becomes
-  its negation or another action of the same block.
+* (b) ``single_condition_replacement``: in a condition block, one action becomes its negation or
+  another action of the same block (a block with a single action: its negation).
 * (c) ``multi_condition_replacement``: an action is replaced by an action from a different
   condition branch of the same document.
 
@@ -104,7 +104,7 @@ def manipulate(tree: InstructionTree, kind: ManipulationType, seed: int,
             the whole document, as in the paper's multi-condition example (Tables 12-13).
 
     Raises:
-        NotApplicable: No eligible statement qualifies (no number; no block with two actions;
+        NotApplicable: No eligible statement qualifies (no number; no action under a condition;
             fewer than two condition branches with actions).
     """
     rng = random.Random(f"{seed}:{kind}")
@@ -121,13 +121,14 @@ def manipulate(tree: InstructionTree, kind: ManipulationType, seed: int,
         target = rng.choice(with_numbers)
         new_text = _NUMBER.sub(lambda m: _other_number(m.group(0), rng), target.text)
     elif kind == "single_condition_replacement":
+        # A block with one action qualifies too: its action becomes its negation (the paper's first
+        # option), so documents whose branches each carry a single action are not left out.
         siblings: dict[tuple[str, ...], list[Action]] = {}
         for _, node, path in actions:
             siblings.setdefault(path, []).append(node)
-        groups = [group for path, group in siblings.items()
-                  if path and len(group) >= 2 and any(eligible(a) for a in group)]
+        groups = [group for path, group in siblings.items() if path and any(eligible(a) for a in group)]
         if not groups:
-            raise NotApplicable("no condition block holds two or more actions")
+            raise NotApplicable("no condition block holds an action")
         group = rng.choice(groups)
         target = rng.choice([a for a in group if eligible(a)])
         others = [a.text for a in group if a.text != target.text]

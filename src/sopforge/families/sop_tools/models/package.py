@@ -23,3 +23,9 @@ class PackageManifest(BaseModel):
     tod_jsonl: str | None = Field(None, description="TOD-ProcBench-style JSONL: instruction document and compliance set.")
     hardening: dict[str, int] = Field(default_factory=dict,
                                       description="Kept distractor tools and columns, SOP variants, compliance items.")
+    write_tools: list[str] = Field(default_factory=list, description="Tools that change the simulated database.")
+    paths: list[dict[str, Any]] = Field(default_factory=list,
+                                        description="Path coverage: each distinct expected tool path with its tasks.")
+    baselines: list[dict[str, Any]] = Field(default_factory=list, description=(
+        "Baseline agents replayed through the exported folder: outputs, final state, order, success."))
+    gates: dict[str, float] = Field(default_factory=dict, description="The bounds the release gate applied.")

@@ -58,12 +58,39 @@ class SOPStep(BaseModel):
     text: str = Field(description="Step text up to the next numbered line, stripped.")
 
 
+_CANONICAL = ((re.compile(r"^(?:>=|=>|≥|at\s+least)"), ">="), (re.compile(r"^(?:<=|=<|≤|at\s+most|within)"), "<="),
+              (re.compile(r"^(?:>|more\s+than|greater\s+than|exceed\w*|above)"), ">"),
+              (re.compile(r"^(?:<|less\s+than|fewer\s+than|below)"), "<"))
+_NUMBER_IN = re.compile(r"-?\d+(?:[.,]\d+)*")
+# The text a field name governs ends at the previous sentence or clause ("0.80" is no boundary).
+_CLAUSE_END = re.compile(r"[.;:](?=\s)|\n")
+
+
 class SOPThreshold(BaseModel):
-    """An explicit quantitative condition (comparator followed by a number)."""
+    """An explicit quantitative condition (comparator followed by a number), with the field it tests."""
 
     step: str = Field(description="Step number holding it, or the section number for text outside steps.")
     section: str = Field(description="Title of the section holding it, as written.")
     text: str = Field(description="The matched comparator and number, e.g. '<= 7'.")
+    field: str | None = Field(None, description="The backticked field last named before it in the same clause.")
+
+    def statement(self) -> tuple[str, str, float] | None:
+        """(field, canonical comparator, number): the threshold as a statement, not a bare number.
+
+        ``at least 0.80`` and ``>= 0.80`` are the same statement; ``at least 0.80`` on another
+        field, or ``0.80`` written with another meaning, are not.
+        """
+        text = self.text.lower()
+        comparator = next((c for rx, c in _CANONICAL if rx.match(text)), None)
+        number = _NUMBER_IN.search(text)
+        if comparator is None or number is None:
+            return None
+        if "or equal to" in text and comparator in (">", "<"):
+            comparator += "="
+        value = float(number.group(0).replace(",", ""))
+        if text.rstrip().endswith("%"):
+            value /= 100
+        return (self.field or "", comparator, round(value, 6))
 
 
 class SOPDocument(BaseModel):
@@ -164,8 +191,14 @@ def find_thresholds(text: str, *, step: str, section: str) -> list[SOPThreshold]
     Returns:
         One SOPThreshold per match, in order.
     """
-    return [SOPThreshold(step=step, section=section, text=" ".join(m.group(0).split()))
-            for m in _THRESHOLD_RE.finditer(text)]
+    found = []
+    for m in _THRESHOLD_RE.finditer(text):
+        before = text[: m.start()]
+        clause = before[max((b.end() for b in _CLAUSE_END.finditer(before)), default=0):]
+        named = BACKTICK_RE.findall(clause)
+        found.append(SOPThreshold(step=step, section=section, text=" ".join(m.group(0).split()),
+                                  field=named[-1].strip() if named else None))
+    return found
 
 
 

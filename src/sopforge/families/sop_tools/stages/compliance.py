@@ -150,7 +150,7 @@ def _case_text(task: Task) -> str:
     lines = ["Given by the customer or on the request:"]
     lines += [f"  {k}: {v}" for k, v in task.inputs.items()]
     lines += ["In the records the agent looks up:"]
-    lines += [f"  {k}: {v}" for k, v in task.hidden.items()]
+    lines += [f"  {k}: {v}" for k, v in task.hidden.items() if v is not None]  # a conditional field without a value
     return "\n".join(lines)
 
 
@@ -335,9 +335,13 @@ def _pair(asker: _Asker, inputs: ComplianceInputs, document: InstructionDocument
             return drop(f"manipulation rejected: {problem}", cycle)
         manipulated_section = render_block(_find_block(manipulation.tree, section_id))
         try:
+            # The whole documents, not only the section: the right rewrite can depend on an Else
+            # branch outside the changed section (what happens once the changed step no longer applies).
             rewrite = asker.ask(TEMPLATE_IDS[2], key.format(step="rewrite", cycle=cycle),
                                 lambda raw: (_Text(text=parse_rewrite(raw)), []),
-                                conversation=conversation, original_instruction=dialogue.section_f1,
+                                conversation=conversation, original_document=render_f1_with_ids(tree),
+                                manipulated_document=render_f1_with_ids(manipulation.tree), section_id=section_id,
+                                changed_id=manipulation.target_id, original_instruction=dialogue.section_f1,
                                 manipulated_instruction=manipulated_section,
                                 compliant_response=dialogue.response, retry_note=note).artifact.text
             verdict = asker.ask(TEMPLATE_IDS[3], key.format(step="entail", cycle=cycle),

@@ -1,8 +1,9 @@
 """Stage 'dataset': context + schema + SOP → Dataset rows of existing fields (SOP-Bench C.3 + TELLER P5).
 
 Rows are asked for in batches. Each batch is one ``ask_until_valid`` conversation whose answer
-must parse (:meth:`DatasetBatch.parse`) and pass the schema's GX suite and the row checks; a
-failure goes back to the model with the offending values quoted. Duplicates (an identifier
+must parse (:meth:`DatasetBatch.parse`) and pass the schema's GX suite, the row checks
+(conditional fields included) and the realism checks (identifiers no counter made, numbers with a
+spread, declared correlations); a failure goes back to the model with the offending values quoted. Duplicates (an identifier
 already used, or a row identical to one already kept) are dropped and counted, not re-asked.
 Batches continue until ``n_rows`` unique rows exist or the batch budget is spent.
 
@@ -31,7 +32,7 @@ from sopforge.families.sop_tools.models.sop import SOPDocument
 from sopforge.settings import Settings
 from sopforge.ask import StageResult, ask_until_valid
 from sopforge.families.sop_tools.verify import gx_suite
-from sopforge.families.sop_tools.verify.dataset_checks import row_checks
+from sopforge.families.sop_tools.verify.dataset_checks import realism_checks, row_checks
 
 __all__ = ["STAGE", "TEMPLATE_ID", "BATCH_BUDGET_FACTOR", "DatasetInputs", "existing_rows_hint", "run"]
 
@@ -184,7 +185,7 @@ def run(inputs: DatasetInputs, *, llm: LLMClient, settings: Settings, model: str
             report = gx_suite.validate_rows(new, schema)
             log["gx_failures"].append(len(report.failures))
             log["seconds"].append(report.seconds)
-            checks = report.checks + row_checks(new, schema, id_field)
+            checks = report.checks + row_checks(new, schema, id_field) + realism_checks(new, schema, id_field)
             return _Outcome(batch=batch, new_rows=new, duplicate_ids=dup_ids, duplicate_rows=dup_rows), checks
 
         try:
@@ -237,7 +238,8 @@ def final_checks(dataset: Dataset, schema: DataSchema, *, gx_seconds: list[float
     """
     start = time.perf_counter()
     report = gx_suite.validate_rows(dataset.rows, schema)
-    checks = report.checks + row_checks(dataset.rows, schema, dataset.id_field)
+    checks = (report.checks + row_checks(dataset.rows, schema, dataset.id_field)
+              + realism_checks(dataset.rows, schema, dataset.id_field))
     counts = dataset.counts
     enough = dataset.row_count >= dataset.rows_requested
     checks.append(check(

@@ -9,8 +9,11 @@ Deterministic (no LLM). Writes, under ``<exports>/<run_id>/``:
   ``tod_procbench.jsonl``.
 The folder is the harder benchmark: its ``toolspecs.json`` and ``tools.py`` carry the kept
 distractor tools, and kept distractor fields are input columns the agent is shown. The oracle
-agent replays every task's expected calls through that folder; a task success rate below 1.00
-is a blocking check that names the failing tasks.
+agent replays every task's expected calls through that folder; anything below 1.00 on outputs,
+final state or order is a blocking check that names the failing tasks. The baseline agents
+(call every tool, read-only, majority label) are replayed through the same folder: one that
+reaches the expected final state on more than ``max_baseline_state_success`` of the tasks, or a
+domain with fewer than ``min_distinct_paths`` distinct tool paths, fails the release gate.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ from sopforge.families.sop_tools.models.sop import SOPDocument
 from sopforge.families.sop_tools.models.tools import ToolsArtifact
 from sopforge.ask import StageResult
 from sopforge.families.sop_tools.verify import oracle
+from sopforge.families.sop_tools.verify.baselines import baseline_check, run_baselines
+from sopforge.families.sop_tools.verify.consequences import DEFAULT_GATES
 
 STAGE = "package"
 
@@ -58,6 +63,8 @@ class PackageInputs(BaseModel):
     manipulations: ManipulationSet = Field(description="Verified SOP variants and the compliance set.")
     exports_dir: Path = Field(description="Root of all exports (<SOPFORGE_HOME>/exports).")
     provenance: list[ArtifactRef] = Field(default_factory=list, description="Artifacts the export is built from.")
+    gates: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_GATES), description=(
+        "min_distinct_paths and max_baseline_state_success (the theme's hardening section)."))
 
 
 def _industry(context: BusinessContext) -> str:
@@ -98,16 +105,25 @@ def run(inputs: PackageInputs, **_: object) -> StageResult[PackageManifest]:
                         "provenance": [a.model_dump(mode="json") for a in inputs.provenance],
                         # SOP-Bench keeps no record of which tools and columns are distractors; ours does.
                         "distractors": {"tools": [t.name for t in distractors.kept_tools()],
-                                        "columns": distractors.distractor_columns()}},
+                                        "columns": distractors.distractor_columns()},
+                        # The harness reads only name, description and inputSchema.json of a toolSpec;
+                        # which tools change the database is said here and in their descriptions.
+                        "write_tools": {a.api_name: a.writes_table for a in inputs.api_graph.write_apis},
+                        "state_tables": inputs.api_graph.tables()},
         overwrite=True)
     registry = write_registry_variants(folder, base_specs, distractors)
     variants = write_sop_variants(folder, inputs.manipulations)
     tod_jsonl = write_tod_jsonl(export_dir / TOD_JSONL, slug, inputs.manipulations, inputs.run_id)
     oracle.write_tasks_jsonl(folder / "tasks.jsonl", tasks)
     report = oracle.oracle_check(folder, tasks)
+    baselines = run_baselines(folder, tasks, inputs.api_graph, gt.input_columns)
+    gates = inputs.gates
+    paths = [p.model_dump(mode="json") for p in gt.paths]
 
     oracle_figures = {"summary": report.summary(), "ecr": report.ecr, "tsr": report.tsr,
-                      "strict_tsr": report.strict_tsr, "failing": [f.task_id for f in report.failures]}
+                      "strict_tsr": report.strict_tsr, "final_state": report.final_state, "order": report.order,
+                      "failing": [f.task_id for f in report.failures]}
+    baseline_figures = [b.model_dump(mode="json", exclude={"failing"}) for b in baselines]
     provenance = Provenance(run_id=inputs.run_id, benchmark=slug, theme=inputs.theme, artifacts=inputs.provenance)
     tasks_jsonl = write_tasks_jsonl(export_dir / "tasks.jsonl", task_dicts, provenance)
     tasks_parquet = write_tasks_parquet(export_dir / "tasks.parquet", task_dicts, provenance)
@@ -117,7 +133,9 @@ def run(inputs: PackageInputs, **_: object) -> StageResult[PackageManifest]:
     metadata = {"benchmark": slug, "run_id": inputs.run_id, "theme": inputs.theme,
                 "stats": stats.model_dump(mode="json"), "coverage": gt.coverage,
                 "excluded_rows": [e.model_dump(mode="json") for e in gt.excluded],
-                "oracle": oracle_figures, "hardening": {**hardening, "tod_jsonl": TOD_JSONL}}
+                "oracle": oracle_figures, "baselines": baseline_figures, "paths": paths, "gates": gates,
+                "write_tools": {a.api_name: a.writes_table for a in inputs.api_graph.write_apis},
+                "hardening": {**hardening, "tod_jsonl": TOD_JSONL}}
     metadata_json = export_dir / "metadata.json"
     metadata_json.write_text(json.dumps(metadata, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
@@ -125,6 +143,8 @@ def run(inputs: PackageInputs, **_: object) -> StageResult[PackageManifest]:
         benchmark=slug, export_dir=str(export_dir), sopbench_folder=str(folder), tasks_jsonl=str(tasks_jsonl),
         tasks_parquet=str(tasks_parquet), metadata_json=str(metadata_json), stats=stats.model_dump(mode="json"),
         coverage=gt.coverage, excluded_rows=len(gt.excluded), oracle=oracle_figures, tod_jsonl=str(tod_jsonl),
+        baselines=baseline_figures, paths=paths, gates=gates,
+        write_tools=[a.api_name for a in inputs.api_graph.write_apis],
         hardening={"distractor_tools": len(hardening["distractor_tools"]),
                    "distractor_columns": len(hardening["distractor_columns"]),
                    "sop_variants": len(variants), "compliance_items": len(inputs.manipulations.compliance)})
@@ -132,6 +152,10 @@ def run(inputs: PackageInputs, **_: object) -> StageResult[PackageManifest]:
         check("package.tasks_present", bool(gt.tasks), "no task has a computed ground truth: nothing to export",
               ok=f"{len(gt.tasks)} tasks exported", tasks=len(gt.tasks)),
         *report.checks(),
+        baseline_check(baselines, float(gates["max_baseline_state_success"]), name="package.baselines"),
+        check("package.distinct_paths", len(gt.paths) >= gates["min_distinct_paths"],
+              f"{len(gt.paths)} distinct tool paths, at least {int(gates['min_distinct_paths'])} required",
+              distinct_paths=len(gt.paths), minimum=gates["min_distinct_paths"]),
     ]
     return StageResult(artifact=manifest, checks=checks, template_id="-", template_hash="-", prompt_hash="-",
                        model="-", attempts=1, raw_texts=[])

@@ -28,12 +28,13 @@ from sopforge.families.sop_tools.models.ground_truth import GroundTruth, Referen
 from sopforge.families.sop_tools.models.sop import SOPDocument
 from sopforge.settings import Settings
 from sopforge.ask import StageResult, ask_until_valid
+from sopforge.families.sop_tools.verify.consequences import DEFAULT_GATES
 from sopforge.families.sop_tools.verify.ground_truth import MAX_EXCLUDED_SHARE, compute_ground_truth
 from sopforge.families.sop_tools.verify.ground_truth_bundle import input_columns, write_bundle
 from sopforge.sandbox import SandboxLimits
 
 __all__ = ["STAGE", "TEMPLATE_ID", "ToolSources", "ReferenceInputs", "render_input_columns",
-           "render_decision_fields", "run"]
+           "render_decision_fields", "render_write_tools", "run"]
 
 STAGE = "reference"
 TEMPLATE_ID = "teller/reference_procedure"
@@ -68,6 +69,8 @@ class ReferenceInputs(BaseModel):
     rows: list[dict[str, Any]] = Field(description="Dataset rows (existing fields), in order.")
     max_excluded_share: float = Field(MAX_EXCLUDED_SHARE, ge=0, le=1,
                                       description="Largest share of rows the procedure may fail on.")
+    gates: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_GATES), description=(
+        "min_distinct_paths and max_baseline_state_success (the theme's hardening section)."))
 
 
 def render_input_columns(schema: DataSchema, columns: list[str], rows: list[dict[str, Any]]) -> str:
@@ -87,6 +90,16 @@ def render_decision_fields(schema: DataSchema) -> str:
     return "\n".join(f"- {f.name} ({f.type}): one of " + ", ".join(
         ("True" if v == "true" else "False") if f.type == "boolean" else f'"{v}"' for v in f.labels())
         for f in schema.decisions)
+
+
+def render_write_tools(graph: APIGraph) -> str:
+    """The ``write_tools`` parameter: each write tool, its table, what it records and its branch."""
+    lines = []
+    for api in graph.write_apis:
+        when = " and ".join(f"{k} is " + " or ".join(f'"{v}"' for v in values) for k, values in api.when.items())
+        lines.append(f"- {api.api_name}: writes {api.writes_table} with {', '.join(api.input_names)}; "
+                     + (f"only when {when}" if when else "on every branch"))
+    return "\n".join(lines) or "There is no write tool."
 
 
 def run(inputs: ReferenceInputs, *, llm: LLMClient, settings: Settings, model: str, temperature: float,
@@ -117,7 +130,9 @@ def run(inputs: ReferenceInputs, *, llm: LLMClient, settings: Settings, model: s
         TEMPLATE_ID, sop_file_contents=inputs.sop.to_prompt_text(), sample_schema=schema.to_prompt_text(),
         api_graph=graph.to_prompt_text(), toolspecs=json.dumps(inputs.tools.toolspecs, indent=2, ensure_ascii=False),
         tool_code=inputs.tools.tool_code, input_columns=render_input_columns(schema, columns, inputs.rows),
-        decision_fields=render_decision_fields(schema))
+        decision_fields=render_decision_fields(schema), write_tools=render_write_tools(graph),
+        min_distinct_paths=int(inputs.gates["min_distinct_paths"]),
+        max_baseline_share=f"{inputs.gates['max_baseline_state_success']:.0%}")
 
     def parse_and_check(raw: str) -> tuple[GroundTruth, list[CheckResult]]:
         procedure = ReferenceProcedure.parse(raw)
@@ -126,7 +141,8 @@ def run(inputs: ReferenceInputs, *, llm: LLMClient, settings: Settings, model: s
                                   toolspecs=inputs.tools.toolspecs, procedure_source=procedure.source,
                                   rows=inputs.rows, schema=schema)
             return compute_ground_truth(bundle, schema, graph, inputs.rows,
-                                        max_excluded_share=inputs.max_excluded_share, limits=limits)
+                                        max_excluded_share=inputs.max_excluded_share, limits=limits,
+                                        gates=inputs.gates)
 
     return ask_until_valid(llm, rendered, parse_and_check=parse_and_check, stage=STAGE,
                            call_key_prefix=f"{inputs.theme_slug}/{STAGE}/main", settings=settings,

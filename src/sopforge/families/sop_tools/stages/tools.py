@@ -43,7 +43,8 @@ from sopforge.families.sop_tools.verify.tool_checks import (
 )
 from sopforge.families.sop_tools.verify.tool_runtime import TOOL_CHECK_LIMITS, check_runtime
 
-__all__ = ["STAGE", "TEMPLATE_IDS", "SAMPLE_ROWS", "ToolsInputs", "allowed_imports_text", "sample_csv", "run"]
+__all__ = ["STAGE", "TEMPLATE_IDS", "SAMPLE_ROWS", "ToolsInputs", "allowed_imports_text", "sample_csv", "run",
+           "write_tables_text"]
 
 STAGE = "tools"
 DOCS_TEMPLATE, SPECS_TEMPLATE, CODE_TEMPLATE = "sop_bench/api_docs", "sop_bench/toolspecs", "sop_bench/tool_code"
@@ -68,6 +69,12 @@ class ToolsInputs(BaseModel):
 def allowed_imports_text() -> str:
     """The modules the code prompt offers: the sandbox allow-list without the heavy ones."""
     return ", ".join(sorted(DEFAULT_ALLOWED - _NOT_OFFERED))
+
+
+def write_tables_text(graph: APIGraph) -> str:
+    """The code prompt's ``write_tables``: one line per write API and the table it writes."""
+    lines = [f"{a.api_name} writes {a.writes_table}" for a in graph.write_apis]
+    return "\n".join(lines) or "There is no write tool: create self._tables = {} and database_state() returns {}."
 
 
 def sample_csv(dataset: Dataset, max_rows: int = SAMPLE_ROWS) -> str:
@@ -155,7 +162,7 @@ def run(inputs: ToolsInputs, *, llm: LLMClient, settings: Settings, model: str, 
     rendered = registry.render(CODE_TEMPLATE, **shared, api_docs=docs.to_prompt_text(),
                                toolspecs=specs.to_prompt_text(),
                                sample_data=sample_csv(dataset), id_field=dataset.id_field, class_name=class_name,
-                               allowed_imports=allowed_imports_text())
+                               allowed_imports=allowed_imports_text(), write_tables=write_tables_text(graph))
     code: ToolCode = ask("code", rendered, parse_code).artifact
 
     artifact = ToolsArtifact(class_name=class_name, id_field=dataset.id_field, api_docs=docs, toolspecs=specs,

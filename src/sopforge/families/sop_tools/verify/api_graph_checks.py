@@ -15,11 +15,13 @@ import networkx as nx
 from sopforge.families.sop_tools.models.api_graph import API_NAME_RE, APIGraph, _cycle_text
 from sopforge.checks import CheckResult, check
 from sopforge.families.sop_tools.models.data_schema import DataSchema
+from sopforge.families.sop_tools.models.dataset import find_id_field
 from sopforge.families.sop_tools.models.sop import SOPDocument
 
 __all__ = ["check_graph"]
 
 _STEP_RE = re.compile(r"^\d+(?:\.\d+)*$")
+_TABLE_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 _TYPE_ALIASES = {"int": "integer", "str": "string", "text": "string", "bool": "boolean",
                  "number": "float", "double": "float", "decimal": "float"}
 _LOOSE_TYPES = {"enum": {"string"}, "date": {"string"}, "datetime": {"string"}}
@@ -107,8 +109,8 @@ def check_graph(graph: APIGraph, schema: DataSchema, sop: SOPDocument) -> list[C
         upstream = nx.ancestors(g, a.api_name) if a.api_name in g else set()
         for p in a.input_parameters:
             field = fields.get(p.name)
-            if field is None or p.source == "user_input":
-                continue
+            if field is None or p.source == "user_input" or (field.decision and a.writes):
+                continue  # a decision a write records is the agent's (api_graph.decision_inputs)
             if p.source == "system_state" and field.role == "existing":
                 continue  # on the case record from the start
             if any(prod in upstream for prod in producers.get(p.name, [])):
@@ -151,6 +153,8 @@ def check_graph(graph: APIGraph, schema: DataSchema, sop: SOPDocument) -> list[C
                            f"data_type differs from the schema: {', '.join(mistyped)}; copy the field's schema type",
                            "parameter types match the schema", severity="warning", parameters=mistyped))
 
+    results += _write_checks(graph, schema)
+
     known_steps = {s.number for s in sop.steps}
     no_steps = [a.api_name for a in graph.apis if not a.sop_steps]
     missing = [f"{a.api_name}: {s}" for a in graph.apis for s in a.sop_steps if s not in known_steps]
@@ -180,10 +184,77 @@ def _fmt(key: tuple[int, ...]) -> str:
 
 def _where_from(decision: bool, role: str, producers: list[str], api: str) -> str:
     if decision:
-        return "is a [decision] field: no API produces it and no API may take it as input"
+        return ("is a [decision] field: no API produces it, and only a write API takes it (source decision) "
+                "to record the agent's decision")
     others = [p for p in producers if p != api]
     if others:
         return f"is output by {', '.join(others)}, which {api} does not depend on: add a dependency"
     if role == "existing":
         return "is output by no API: take it as user_input (or from an API that retrieves it)"
     return "is output by no API: add it to the outputs of the API that computes it"
+
+
+def _write_checks(graph: APIGraph, schema: DataSchema) -> list[CheckResult]:
+    """Reads and writes: what each declares, where decisions may flow, and on which branch each write happens."""
+    fields = {f.name: f for f in schema.fields}
+    id_field = find_id_field(schema)
+    effects, outputs, keys, conditions, decision_inputs = [], [], [], [], []
+    for a in graph.apis:
+        if a.writes:
+            if not a.writes_table or not _TABLE_RE.match(a.writes_table):
+                effects.append(f"{a.api_name} is a write without a snake_case writes_table")
+            if a.output_parameters:
+                outputs.append(f"{a.api_name} is a write and outputs {', '.join(a.output_names)} (a write returns "
+                               "only the record_id of the record it made: list no output_parameters)")
+            if id_field and id_field not in a.input_names:
+                keys.append(f"{a.api_name} does not take {id_field} (a write records one case, named by its id)")
+            for name, allowed in a.when.items():
+                field = fields.get(name)
+                labels = {x.lower() for x in field.labels()} if field is not None else set()
+                if field is None or not labels:
+                    conditions.append(f"{a.api_name}.when: {name} is not an enum or boolean field of the schema")
+                elif bad := [v for v in allowed if v.lower() not in labels]:
+                    conditions.append(f"{a.api_name}.when: {', '.join(bad)} is not a value of {name} "
+                                      f"({' | '.join(field.labels())})")
+                elif not allowed:
+                    conditions.append(f"{a.api_name}.when: {name} lists no value")
+        else:
+            if a.writes_table or a.when:
+                effects.append(f"{a.api_name} is a read but declares writes_table/when (set effect: \"write\" if "
+                               "it changes the database)")
+            if not a.output_parameters:
+                outputs.append(f"{a.api_name} is a read with no output_parameters")
+        for p in a.input_parameters:
+            field = fields.get(p.name)
+            if field is None:
+                continue
+            if field.decision and not a.writes:
+                decision_inputs.append(f"{a.api_name}.{p.name}: a read API never takes a [decision] field")
+            elif field.decision and p.source != "decision":
+                decision_inputs.append(f"{a.api_name}.{p.name}: write it with source \"decision\"")
+            elif p.source == "decision" and not field.decision:
+                decision_inputs.append(f"{a.api_name}.{p.name}: source \"decision\" is only for [decision] fields")
+    writes = graph.write_apis
+    conditional = [a.api_name for a in writes if a.when]
+    return [
+        _result("api_graph.effects", effects, f"{'; '.join(effects)}", "reads and writes are declared consistently",
+                problems=effects),
+        _result("api_graph.outputs_by_effect", outputs, f"{'; '.join(outputs)}",
+                "reads return schema fields, writes return only a record_id", problems=outputs),
+        _result("api_graph.writes_present", [] if writes else ["none"],
+                "no API writes: add the write APIs the SOP's actions need (record the decision, open a referral, "
+                "notify a party), each with effect \"write\", a writes_table and the branch it happens on (when)",
+                f"{len(writes)} write API(s): {', '.join(a.api_name for a in writes)}", writes=[a.api_name for a in writes]),
+        _result("api_graph.write_keys", keys, f"{'; '.join(keys)}", "every write names the case it records",
+                problems=keys),
+        _result("api_graph.write_conditions", conditions,
+                f"{'; '.join(conditions)}; write when as {{field: [values]}} with fields and values of the schema",
+                "every write's branch condition uses schema values", problems=conditions),
+        _result("api_graph.decision_inputs", decision_inputs, f"{'; '.join(decision_inputs)}",
+                "decisions flow only into writes, with source decision", problems=decision_inputs),
+        _result("api_graph.branch_dependent_writes", [] if conditional or not writes else ["none"],
+                "every write happens on every branch (no when): the SOP's branches then leave the same records "
+                "behind; give the writes that belong to one branch (a referral, a review) their when condition",
+                f"writes that depend on the branch: {', '.join(conditional)}", severity="warning",
+                writes=conditional),
+    ]

@@ -3,8 +3,8 @@
 A distractor field looks relevant but drives no decision. SOP-Bench adds such columns by hand and
 never checks them; here a candidate is **verified**: its values are moved between rows (a seeded
 rotation, so every row receives another row's value) and the reference procedure is executed
-again in the sandbox. The field is a distractor only if every task keeps its expected outputs
-and its expected tool sequence, and no row becomes unusable. A field whose values are all equal
+again in the sandbox. The field is a distractor only if every task keeps its expected outputs,
+its expected tool sequence and its expected final state, and no row becomes unusable. A field whose values are all equal
 cannot be tested this way and is reported as unverified rather than passed.
 
 :func:`verify_field_candidates` runs the distractors stage's proposals through the same test:
@@ -64,7 +64,7 @@ def _rotated(rows: list[dict[str, Any]], name: str, seed: int) -> list[dict[str,
 
 
 def _signature(gt: GroundTruth) -> dict[str, tuple]:
-    return {t.task_id: (t.expected_outputs, [c.tool for c in t.expected_calls]) for t in gt.tasks}
+    return {t.task_id: (t.expected_outputs, [c.tool for c in t.expected_calls], t.expected_state) for t in gt.tasks}
 
 
 def _candidate_problem(name: str, schema: DataSchema, inputs: list[str]) -> str | None:
@@ -130,7 +130,16 @@ def verify_distractor_fields(bundle_folder: Path, schema: DataSchema, api_graph:
 
 # --------------------------------------------------------------------------------------- stage proposals
 
-def _pool_problem(f: DistractorField) -> str | None:
+def _pool_problem(f: DistractorField, schema: DataSchema | None = None) -> str | None:
+    if f.depends_on is not None and schema is not None:
+        other = next((x for x in schema.existing if x.name == f.depends_on), None)
+        if other is None or not other.labels() or other.present_if is not None:
+            return (f"depends_on names {f.depends_on!r}, which is not an existing enum or boolean field with a value "
+                    "on every row")
+        missing = [label for label in other.labels() if label not in f.pools]
+        if missing:
+            return (f"values_by has no values for {f.depends_on}={', '.join(missing)}: such rows would get a value "
+                    f"drawn for another {f.depends_on}")
     wanted = FIELD_TYPES.get(f.type)
     if wanted is None:
         return f"type {f.type!r} is not one of {', '.join(FIELD_TYPES)}"
@@ -191,11 +200,12 @@ def verify_field_candidates(fields: list[DistractorField], *, bundle_folder: Pat
             f.kept, f.reason = False, f"{f.name!r} is not a snake_case column name"
         elif f.origin == "new" and f.name.lower() in taken:
             f.kept, f.reason = False, f"{f.name} collides with a field of the schema"
-        elif f.origin == "new" and (problem := _pool_problem(f)) is not None:
+        elif f.origin == "new" and (problem := _pool_problem(f, schema)) is not None:
             f.kept, f.reason = False, problem
         else:
             if f.origin == "new":
-                f.values = assign_values(f, row_ids, seed)
+                conditions = [row.get(f.depends_on) for row in rows] if f.depends_on else None
+                f.values = assign_values(f, row_ids, seed, conditions)
             elif f.name in schema.names:
                 f.type = schema.field(f.name).type
             testable.append(f)

@@ -13,7 +13,8 @@ Here every proposed tool goes through, in order:
   it is in some task's expected calls; its method is missing, async or takes other parameters
   than the spec's properties; it (or a helper it uses) has the name of a Manager member;
 * **sandboxed, per tool**: called through the merged Manager with arguments taken from dataset
-  rows, it raises or returns a non-dict on every tried row;
+  rows, it raises or returns a non-dict on every tried row, or it changes the database (a
+  distractor only reads: an agent that calls one must not change the final state);
 * **with all survivors registered**: the oracle replays every task through the merged folder
   and must score TSR 1.00, and the reference procedure re-run over the merged tools must give
   exactly the same tasks (outputs, calls, results). On failure each survivor is tried alone,
@@ -43,7 +44,8 @@ from sopforge.families.sop_tools.verify.ground_truth import compute_ground_truth
 from sopforge.families.sop_tools.verify.ground_truth_bundle import write_bundle
 from sopforge.families.sop_tools.verify.ground_truth_bundle import CSV_FILE, TOOLS_FILE, TOOLSPECS_FILE
 from sopforge.families.sop_tools.verify.oracle import METADATA_FILE, oracle_check
-from sopforge.sandbox import SandboxLimits, check_code, run_in_sandbox
+from sopforge.families.sop_tools.verify.replay import replay_plans
+from sopforge.sandbox import SandboxLimits, check_code
 from sopforge.families.sop_tools.verify.tool_common import _schema_problem, typed_row
 
 __all__ = ["PROBE_ROWS", "RegistryCheck", "baseline_problem", "check_distractor_code", "probe_arguments", "verify_distractor_tools"]
@@ -208,24 +210,27 @@ class RegistryCheck:
                             procedure_source=self.gt.procedure.source, rows=self.rows, schema=self.schema)
 
     def probe(self, names: list[str]) -> dict[str, str] | None:
-        """name -> why it failed every tried row ('' when it worked once); None when the module did not load."""
+        """name -> why it failed every tried row or wrote ('' when it worked); None when the module did not load."""
         folder = self._bundle(names)
-        groups = [[{"tool": n, "input": args} for args in probe_arguments(self.tools[n], self.rows, self.schema)]
-                  for n in names]
-        result = run_in_sandbox(folder, TOOLS_FILE, {"op": "call_tools", "groups": groups, "instance": "shared"},
-                                limits=self.limits)
-        if len(result.results) < len(names):
+        plans = [[{"tool": n, "args": args} for args in probe_arguments(self.tools[n], self.rows, self.schema)]
+                 for n in names]
+        result, runs = replay_plans(folder, plans, fresh=False, limits=self.limits)
+        if len(runs) < len(names) or not all(r.ok for r in runs):
             return None
         verdicts = {}
-        for name, outcomes in zip(names, result.results, strict=True):
-            good = [o for o in outcomes if o.ok and o.json_ok and isinstance(o.result, dict)]
-            first = outcomes[0] if outcomes else None
-            if good:
+        for name, run in zip(names, runs, strict=True):
+            good = [c for c in run.calls if isinstance(c.get("output"), dict) and "unencodable" not in c]
+            first = run.calls[0] if run.calls else {}
+            wrote = sorted({t for c in run.calls for t in c.get("state_diff") or {}})
+            if wrote:
+                verdicts[name] = (f"calling it changed the database ({', '.join(wrote)}): a distractor must only "
+                                  "read, or an agent that calls it would change the final state")
+            elif good:
                 verdicts[name] = ""
-            elif first is not None and not first.ok and first.error is not None:
-                verdicts[name] = f"calling it raised on every tried row ({first.error.type}: {first.error.message})"
+            elif "error" in first:
+                verdicts[name] = f"calling it raised on every tried row ({first['error']})"
             else:
-                shown = type(first.result).__name__ if first is not None else "nothing"
+                shown = type(first.get("output")).__name__ if first else "nothing"
                 verdicts[name] = f"it returned {shown} instead of a JSON object on every tried row"
         return verdicts
 

@@ -36,6 +36,8 @@ from sopforge.families.sop_tools.verify.ground_truth_checks import (
     _call_checks, _coverage, _coverage_checks, _determinism_check, _procedure_checks, _row_checks, _validate,
 )
 from sopforge.families.sop_tools.verify.ground_truth_harness import HARNESS_FILE, _execute, _row_runs
+from sopforge.families.sop_tools.verify.consequences import replay_consequences
+from sopforge.families.sop_tools.verify.trajectory import order_constraints
 from sopforge.sandbox import SandboxLimits
 
 
@@ -48,7 +50,8 @@ MAX_EXCLUDED_SHARE = 0.10
 
 def compute_ground_truth(bundle_folder: Path, schema: DataSchema, api_graph: APIGraph, rows: list[dict[str, Any]],
                          *, max_excluded_share: float = MAX_EXCLUDED_SHARE, limits: SandboxLimits | None = None,
-                         check_determinism: bool = True) -> tuple[GroundTruth, list[CheckResult]]:
+                         check_determinism: bool = True,
+                         gates: dict[str, float] | None = None) -> tuple[GroundTruth, list[CheckResult]]:
     """Run the bundle's reference procedure on every row and derive the ground truth.
 
     Args:
@@ -60,6 +63,8 @@ def compute_ground_truth(bundle_folder: Path, schema: DataSchema, api_graph: API
         max_excluded_share: Above this share of excluded rows, ``ground_truth.rows_excluded`` is an error.
         limits: Sandbox limits for each run (default ``SandboxLimits()``).
         check_determinism: Re-run in a fresh process with the rows reversed and compare.
+        gates: ``min_distinct_paths`` and ``max_baseline_state_success``: check the path coverage and run
+            the baseline agents (the reference stage); None skips both (re-runs that only compare tasks).
 
     Returns:
         The GroundTruth (no tasks when the procedure could not run) and every ``ground_truth.*`` check.
@@ -80,11 +85,13 @@ def compute_ground_truth(bundle_folder: Path, schema: DataSchema, api_graph: API
     procedure_path = folder / PROCEDURE_FILE
     source = procedure_path.read_text(encoding="utf-8") if procedure_path.is_file() else ""
 
-    def result(tasks: list[Task], excluded: list[ExcludedRow]) -> GroundTruth:
+    def result(tasks: list[Task], excluded: list[ExcludedRow], **extra: Any) -> GroundTruth:
         return GroundTruth(procedure=ReferenceProcedure(source=source), id_field=id_field, rows_total=len(rows),
                            tasks=tasks, excluded=excluded, coverage=_coverage(tasks, schema),
                            columns=schema.names, input_columns=inputs, hidden_columns=hidden,
-                           intermediate_columns=intermediate, output_columns=outputs)
+                           intermediate_columns=intermediate, output_columns=outputs,
+                           write_tools=[a.api_name for a in api_graph.write_apis], state_tables=api_graph.tables(),
+                           **extra)
 
     checks, specs, csv_rows = _bundle_checks(folder, schema, rows)
     if any(c.blocking for c in checks):
@@ -119,18 +126,23 @@ def compute_ground_truth(bundle_folder: Path, schema: DataSchema, api_graph: API
             excluded.append(ExcludedRow(row_id=row_id, row_index=i, kind=problem[0], reason=problem[1]))
             continue
         values = run.result
+        path = [c["tool"] for c in run.calls]
         # One validation per task (nested calls included) keeps 10,000 rows cheap.
         tasks.append(Task.model_validate({
             "task_id": row_id, "row_index": i, "inputs": {c: row.get(c) for c in inputs},
-            "hidden": {**{c: row.get(c) for c in hidden}, **{c: values[c] for c in intermediate}},
+            "hidden": {c: row.get(c) for c in hidden},
             "expected_outputs": {c: values[c] for c in outputs},
-            "expected_calls": [{"tool": c["tool"], "input": c["input"], "output": c["output"]} for c in run.calls]}))
-    gt = result(tasks, excluded)
+            "expected_calls": [{"tool": c["tool"], "input": c["input"], "output": c["output"]} for c in run.calls],
+            "expected_path": path, "order_constraints": order_constraints(path, api_graph)}))
+    consequences = replay_consequences(folder, tasks, rows, schema, api_graph, inputs, gates=gates, limits=limits)
+    checks += consequences.checks
+    gt = result(consequences.tasks, excluded, paths=consequences.paths, baselines=consequences.baselines,
+                gates=gates or {})
     checks += _row_checks(excluded, len(rows), max_excluded_share)
     # Before the hardening stages pay for their calls: tool results become CSV cells too.
     checks.append(values_check("ground_truth.values_survive_csv", gt.export_rows(), gt.columns,
                                fix="return such values from the procedure and the tools in another form"))
-    checks += _call_checks(runs, tasks, row_ids, specs, api_graph)
+    checks += _call_checks(runs, gt.tasks, row_ids, specs, api_graph)
     checks += _coverage_checks(gt)
     if second is not None:
         checks.append(_determinism_check(second, runs, row_ids))

@@ -83,10 +83,12 @@ def _validate(run: _RowRun, schema: DataSchema) -> tuple[ExcludedKind, str] | No
     result = run.result
     if not isinstance(result, dict):
         return ("invalid_output", f"run_procedure returned a {type(result).__name__}, not a dict")
-    fields = schema.to_be_obtained
-    missing = [f.name for f in fields if f.name not in result]
+    # Decisions are always returned; an intermediate only when its branch obtained it (an early
+    # exit skips later look-ups), and then as the tool returned it.
+    missing = [f.name for f in schema.decisions if f.name not in result]
     if missing:
-        return ("invalid_output", f"the returned dict misses {', '.join(missing)}")
+        return ("invalid_output", f"the returned dict misses the decision field(s) {', '.join(missing)}")
+    fields = [f for f in schema.to_be_obtained if f.name in result]
     problems = [p for f in fields if (p := _value_problem(f, result[f.name]))]
     for kind in ("invalid_output", "out_of_range"):
         found = [text for k, text in problems if k == kind]
@@ -99,7 +101,8 @@ def _validate(run: _RowRun, schema: DataSchema) -> tuple[ExcludedKind, str] | No
         returned = [c["output"][f.name] for c in run.calls
                     if isinstance(c.get("output"), dict) and f.name in c["output"]]
         if not returned:
-            mismatches.append(f"{f.name}={result[f.name]!r} was returned by no tool call")
+            mismatches.append(f"{f.name}={result[f.name]!r} was returned by no tool call on this path (leave out "
+                              "an intermediate the branch did not obtain)")
         elif not json_equal(returned[-1], result[f.name]):
             mismatches.append(f"{f.name}={result[f.name]!r} but the tools returned {returned[-1]!r}")
     if mismatches:
@@ -180,16 +183,20 @@ def _call_checks(runs: list[_RowRun], tasks: list[Task], row_ids: list[str], spe
         problems=list(bad_inputs)[:MAX_QUOTED]))
 
     in_graph = set(graph.names)
-    prerequisites = {a.api_name: [d.dependent_api for d in a.direct_dependencies if d.dependent_api in in_graph]
+    # A data prerequisite must have run first (its output is this call's input); a state or temporal
+    # one only orders the two when both happen: on a branch that skips it, nothing is out of order.
+    prerequisites = {a.api_name: [(d.dependent_api, d.dependency_type == "data_dependency")
+                                  for d in a.direct_dependencies if d.dependent_api in in_graph]
                      for a in graph.apis}
     order_problems: dict[str, str] = {}
     for task in tasks:
-        seen: set[str] = set()
-        for call in task.expected_calls:
-            for before in prerequisites.get(call.tool, []):
-                if before not in seen:
-                    order_problems.setdefault(f"{call.tool} called before its prerequisite {before}", task.task_id)
-            seen.add(call.tool)
+        tools = [c.tool for c in task.expected_calls]
+        for i, tool in enumerate(tools):
+            for before, needed in prerequisites.get(tool, []):
+                if before in tools[i + 1:] and before not in tools[:i]:
+                    order_problems.setdefault(f"{tool} called before its prerequisite {before}", task.task_id)
+                elif needed and before not in tools:
+                    order_problems.setdefault(f"{tool} called without its data prerequisite {before}", task.task_id)
     results.append(check(
         "ground_truth.call_order", not order_problems,
         "call sequences that break the API graph's dependencies: "
@@ -197,12 +204,6 @@ def _call_checks(runs: list[_RowRun], tasks: list[Task], row_ids: list[str], spe
         + "; call every prerequisite API first, in SOP order" if order_problems
         else "every call sequence respects the API graph", problems=list(order_problems)[:MAX_QUOTED]))
 
-    called = {c.tool for t in tasks for c in t.expected_calls}
-    unused = [n for n in graph.names if n not in called]
-    results.append(check(
-        "ground_truth.apis_used", not unused,
-        f"APIs of the graph that no task calls: {', '.join(unused)}; the SOP step they implement is never executed"
-        if unused else "every API of the graph is called by some task", severity="warning", apis=unused))
     return results
 
 

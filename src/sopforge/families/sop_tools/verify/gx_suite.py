@@ -106,12 +106,13 @@ def _plan(schema: DataSchema) -> list[tuple[str, str, str, str, dict[str, Any]]]
     ]
     for f in schema.existing:
         c = f.name
-        plan += [
-            (RAW, "ExpectColumnToExist", c, f"{c} must be present", {"column": c}),
-            (RAW, "ExpectColumnValuesToNotBeNull", c, f"{c} must have a value in every row (no None)", {"column": c}),
-            (RAW, "ExpectColumnValuesToBeInTypeList", c, f"{c} must be {_TYPE_WORDS.get(f.type, f.type)}",
-             {"column": c, "type_list": TYPE_LISTS.get(f.type, ["str"])}),
-        ]
+        plan.append((RAW, "ExpectColumnToExist", c, f"{c} must be present", {"column": c}))
+        if f.present_if is None:
+            # A conditional field is None where its condition fails; row_checks judge it row by row.
+            plan.append((RAW, "ExpectColumnValuesToNotBeNull", c, f"{c} must have a value in every row (no None)",
+                         {"column": c}))
+        plan.append((RAW, "ExpectColumnValuesToBeInTypeList", c, f"{c} must be {_TYPE_WORDS.get(f.type, f.type)}",
+                     {"column": c, "type_list": TYPE_LISTS.get(f.type, ["str"])}))
         if f.type == "string":
             plan.append((TYPED, "ExpectColumnValuesToNotMatchRegex", c,
                          f"{c} must be real text, not blank and not a missing-value token (N/A, None, null, unknown, …)",

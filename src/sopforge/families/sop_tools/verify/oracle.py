@@ -3,15 +3,19 @@
 An exported folder has the SOP-Bench layout (research/sopbench_format.md §1): ``metadata.json``
 (``input_columns``, ``output_columns``), ``test_set_with_outputs.csv`` (inputs, hidden columns,
 answers), ``tools.py`` and ``toolspecs.json``. The oracle knows each task's expected call
-sequence: it replays those calls, in order, through the folder's ``tools.py`` in a fresh sandbox
-process (one Manager for all tasks, as the harness does), then answers with the expected outputs.
+sequence: it replays those calls, in order, through the folder's ``tools.py`` in a sandbox
+process, on shared Managers as the SOP-Bench harness does (each task's state diff is what the
+reference actions leave for its case, as on a fresh environment in τ²-bench), then answers with
+the expected outputs.
 
 A task succeeds when every call returns without raising and returns exactly what was recorded
-during ground-truth computation, the call names a tool of ``toolspecs.json``, and the answer
-matches every CSV output column, both under SOP-Bench's matcher (lower-case, trim, ``_``/``-`` as
-spaces, substring either way, null-likes equal) and strictly (equal after that normalisation).
-This proves the exported CSV, tools and ground truth agree (docs/bundle.md, "Oracle check";
-teller.md §7 item 14; sopbench_format.md §9 item 8).
+during ground-truth computation, the call names a tool of ``toolspecs.json``, the answer matches
+every CSV output column, both under SOP-Bench's matcher (lower-case, trim, ``_``/``-`` as spaces,
+substring either way, null-likes equal) and strictly (equal after that normalisation), and the
+trajectory scorer (:mod:`sopforge.families.sop_tools.verify.trajectory`) finds the database the
+calls leave equal to the task's expected state and no order violation. This proves the exported
+CSV, tools and ground truth agree (docs/bundle.md, "Oracle check"; teller.md §7 item 14;
+sopbench_format.md §9 item 8).
 
 Where the tasks come from (our decision): the caller passes them, or they are read from
 ``tasks.jsonl`` inside the folder (one :class:`Task` JSON per line, in CSV row order). SOP-Bench
@@ -33,34 +37,17 @@ from sopforge.families.sop_tools.verify.ground_truth_bundle import (
     CSV_FILE, TOOLS_FILE, TOOLSPECS_FILE, load_toolspecs,
 )
 from sopforge.families.sop_tools.verify.ground_truth_checks import json_equal
-from sopforge.sandbox import SandboxLimits, run_in_sandbox
+from sopforge.families.sop_tools.verify.replay import literal_plan, pooled, replay_plans, to_trajectory
+from sopforge.families.sop_tools.verify.trajectory import (
+    NULL_LIKE, harness_match, normalize_answer, score_trajectory, strict_match,
+)
+from sopforge.sandbox import SandboxLimits
 
-__all__ = ["METADATA_FILE", "TASKS_FILE", "harness_match", "normalize_answer", "oracle_check", "read_tasks_jsonl",
-           "strict_match", "write_tasks_jsonl"]
+__all__ = ["METADATA_FILE", "NULL_LIKE", "TASKS_FILE", "harness_match", "normalize_answer", "oracle_check",
+           "read_tasks_jsonl", "strict_match", "write_tasks_jsonl"]
 
 METADATA_FILE = "metadata.json"
 TASKS_FILE = "tasks.jsonl"
-# SOP-Bench treats these predictions as equal to a missing expected value (sopbench_format.md §3.3).
-NULL_LIKE = frozenset({"", "none", "null", "na", "n/a", "nan", "unknown"})
-
-
-def normalize_answer(value: Any) -> str:
-    """Normalise a label the way SOP-Bench compares it: lower-case, trimmed, ``_``/``-`` as spaces."""
-    text = csv_cell(value) if not isinstance(value, str) else value
-    return " ".join(text.strip().lower().replace("_", " ").replace("-", " ").split())
-
-
-def harness_match(predicted: Any, expected: Any) -> bool:
-    """SOP-Bench's lenient matcher: null-likes equal each other, else equal or one contains the other."""
-    p, e = normalize_answer(predicted), normalize_answer(expected)
-    if e in NULL_LIKE or p in NULL_LIKE:
-        return e in NULL_LIKE and p in NULL_LIKE
-    return p == e or p in e or e in p
-
-
-def strict_match(predicted: Any, expected: Any) -> bool:
-    """Equal after normalisation, with no substring leniency."""
-    return normalize_answer(predicted) == normalize_answer(expected)
 
 
 def write_tasks_jsonl(path: Path, tasks: list[Task]) -> Path:
@@ -135,13 +122,13 @@ def oracle_check(folder: Path, tasks: list[Task] | None = None, *, limits: Sandb
     if len(rows) != len(tasks):
         problems.append(f"{CSV_FILE} has {len(rows)} rows but there are {len(tasks)} tasks")
 
-    groups = [[{"tool": c.tool, "input": c.input} for c in t.expected_calls] for t in tasks]
-    replay = run_in_sandbox(folder, TOOLS_FILE, {"op": "call_tools", "groups": groups, "instance": "shared"},
-                            limits=limits)
+    plans = [literal_plan([c.model_dump() for c in t.expected_calls]) for t in tasks]
+    replay, runs = replay_plans(folder, plans, fresh=pooled("oracle", len(plans)), limits=limits)
     if not replay.ok:
         problems.append(f"replaying the calls failed ({replay.error_kind}): {replay.error_message}")
 
-    completed = correct = strict_correct = calls = calls_ok = 0
+    completed = correct = strict_correct = calls = calls_ok = state_correct = order_correct = 0
+    stateful = any(r.stateful for r in runs)
     failures = []
     inputs, outputs = metadata["input_columns"], metadata["output_columns"]
     for i in range(n):
@@ -156,29 +143,38 @@ def oracle_check(folder: Path, tasks: list[Task] | None = None, *, limits: Sandb
         differ = [c for c in inputs if row.get(c) != csv_cell(task.inputs.get(c))]
         if differ:
             reasons.append(f"CSV row {i} inputs differ from the task's: {', '.join(differ)}")
-        outcomes = replay.results[i] if i < len(replay.results) else None
-        if outcomes is None:
-            reasons.append("the calls were not replayed (sandbox failure)")
+        run = runs[i] if i < len(runs) else None
+        if run is None or not run.ok:
+            reasons.append("the calls were not replayed (sandbox failure)" if run is None
+                           else f"the replay failed: {run.error}")
         else:
-            calls += len(outcomes)
-            for expected, outcome in zip(task.expected_calls, outcomes, strict=True):
+            calls += len(run.calls)
+            for expected, outcome in zip(task.expected_calls, run.calls, strict=True):
                 if expected.tool not in tool_names:
                     reasons.append(f"{expected.tool} is not in {TOOLSPECS_FILE} (the harness would reject the call)")
-                if not outcome.ok:
-                    err = outcome.error
-                    reasons.append(f"{expected.tool} raised {err.type}: {err.message}" if err
-                                   else f"{expected.tool} raised")
+                if "error" in outcome:
+                    reasons.append(f"{expected.tool} raised {outcome['error']}")
                     continue
                 calls_ok += 1
-                if not outcome.json_ok:
+                if "unencodable" in outcome:
                     reasons.append(f"{expected.tool} returned a value that is not JSON-encodable "
-                                   f"({outcome.unencodable})")
-                elif not json_equal(outcome.result, expected.output):
-                    reasons.append(f"{expected.tool} returned {json.dumps(outcome.result)}, recorded "
+                                   f"({outcome['unencodable']})")
+                elif not json_equal(outcome.get("output"), expected.output):
+                    reasons.append(f"{expected.tool} returned {json.dumps(outcome.get('output'))}, recorded "
                                    f"{json.dumps(expected.output)}")
-            if all(o.ok for o in outcomes):
+            if all("error" not in o for o in run.calls):
                 completed += 1
+        # TSR judges the calls and the answers (SOP-Bench); final state and order are scored beside it.
         loose = strict = not reasons
+        if run is not None and run.ok:
+            score = score_trajectory(task, to_trajectory(task.task_id, run, dict(task.expected_outputs)))
+            if score.state_correct is False:
+                shown = (score.forbidden_writes + score.wrong_writes + score.missing_writes)[:3]
+                reasons.append(f"the calls leave another database state than expected ({'; '.join(shown)})")
+            state_correct += score.state_correct is not False
+            if score.order_violations:
+                reasons.append(f"order violations: {'; '.join(score.order_violations[:3])}")
+            order_correct += score.order_ok
         for column in outputs:
             if column not in task.expected_outputs:
                 reasons.append(f"the task has no expected value for output column {column}")
@@ -198,4 +194,4 @@ def oracle_check(folder: Path, tasks: list[Task] | None = None, *, limits: Sandb
             failures.append(OracleFailure(task_id=task_id, row_index=i, reasons=reasons))
     return OracleReport(folder=str(folder), n_tasks=n, completed=completed, correct=correct,
                         strict_correct=strict_correct, tool_calls=calls, tool_calls_ok=calls_ok, problems=problems,
-                        failures=failures)
+                        failures=failures, stateful=stateful, state_correct=state_correct, order_correct=order_correct)

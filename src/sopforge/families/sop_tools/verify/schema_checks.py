@@ -9,7 +9,10 @@ from sopforge.families.sop_tools.models.data_schema import (
     ALLOWED_TYPES, BLOCKS, MAX_FIELDS, NUMERIC_TYPES, SNAKE_CASE_RE, DataSchema,
 )
 from sopforge.families.sop_tools.verify.csv_checks import schema_values_check
+from sopforge.families.sop_tools.models.dataset import find_id_field
 from sopforge.labels import NA_TOKENS, normalize_label
+
+_ORDERED_TYPES = frozenset({"integer", "float", "date"})
 
 __all__ = ["check_schema"]
 
@@ -114,6 +117,7 @@ def check_schema(schema: DataSchema) -> list[CheckResult]:
                            "decision labels are distinct", overlaps=overlaps))
 
     results.append(schema_values_check(schema))
+    results += _annotation_checks(schema)
 
     ids = [f.name for f in schema.existing if f.name == "id" or f.name.endswith("_id")]
     results.append(check("schema.unique_id_present", bool(ids),
@@ -121,3 +125,45 @@ def check_schema(schema: DataSchema) -> list[CheckResult]:
                          if not ids else f"id field(s): {', '.join(ids)}",
                          severity="warning", fields=ids))
     return results
+
+
+def _annotation_checks(schema: DataSchema) -> list[CheckResult]:
+    """``schema.conditional_fields`` and ``schema.correlations``: what [present_if] and [correlates] refer to."""
+    by_name = {f.name: f for f in schema.fields}
+    conditional = []
+    for f in schema.fields:
+        cond = f.present_if
+        if cond is None:
+            continue
+        other = by_name.get(cond.field)
+        if f.role != "existing" or f.decision:
+            conditional.append(f"{f.name}: only an existing field can be conditional (the procedure derives "
+                               "every to-be-obtained field)")
+        elif f.name == find_id_field(schema):
+            conditional.append(f"{f.name}: the row identifier must have a value on every row")
+        elif other is None or other.role != "existing" or cond.field == f.name:
+            conditional.append(f"{f.name}: [present_if] must name another existing field, not {cond.field!r}")
+        elif not other.labels() or other.present_if is not None:
+            conditional.append(f"{f.name}: {cond.field} must be an enum or boolean field with a value on every row")
+        elif unknown := [v for v in cond.values if v.lower() not in {x.lower() for x in other.labels()}]:
+            conditional.append(f"{f.name}: {', '.join(unknown)} is not a value of {cond.field} "
+                               f"({' | '.join(other.labels())})")
+    correlations = []
+    for f in schema.fields:
+        corr = f.correlates
+        if corr is None:
+            continue
+        other = by_name.get(corr.field)
+        if f.role != "existing" or f.type not in _ORDERED_TYPES:
+            correlations.append(f"{f.name}: only existing integer, float or date fields can declare a correlation")
+        elif other is None or other.role != "existing" or other.type not in _ORDERED_TYPES or other.name == f.name:
+            correlations.append(f"{f.name}: {corr.field!r} must be another existing integer, float or date field")
+    return [
+        _result("schema.conditional_fields", conditional,
+                f"bad [present_if] annotations: {'; '.join(conditional)}; write [present_if: other_field = value] on "
+                "an existing field that has no value on some rows, naming an existing enum or boolean field",
+                "conditional fields name a valid condition", fields=conditional),
+        _result("schema.correlations", correlations,
+                f"bad [correlates] annotations: {'; '.join(correlations)}",
+                "declared correlations name existing ordered fields", fields=correlations),
+    ]

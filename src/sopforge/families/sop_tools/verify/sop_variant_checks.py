@@ -10,7 +10,8 @@ plainly wrong never costs a judge call. Two families:
   as the same number.
 - **does what its type says**:
   implicit_decision_points: fewer explicit thresholds than the base, and at least one threshold
-  number now found only in the business context (TELLER A.2 item 1);
+  statement (field, comparator, number) gone from the SOP whose number the business context states
+  (TELLER A.2 item 1); the number itself may still appear elsewhere with another meaning;
   ambiguity: fewer explicit thresholds (a comparator-with-number rewritten as prose, SOP-Bench
   L299 "threshold values ... require careful interpretation of SOP text");
   ambiguous_expressions: no tool name, and fewer backticked mentions than the base (concrete
@@ -127,12 +128,16 @@ def _type_checks(variant_type: str, base: SOPDocument, variant: SOPDocument, too
                              f"with prose; the variant has {n_var} thresholds, the base {n_base}",
                              ok=f"explicit thresholds went from {n_base} to {n_var}", base=n_base, variant=n_var))
     if variant_type == "implicit_decision_points":
-        in_variant, in_context = numbers_in(variant.text), numbers_in(context_text)
-        moved = [t.text for t in base.thresholds
-                 if not threshold_stated_in(t, in_variant) and threshold_stated_in(t, in_context)]
+        # The statement (field, comparator, number) must be gone, not every occurrence of the number:
+        # "30" may stay as a days supply while "at least 30 days" as a threshold is removed.
+        stated = {t.statement() for t in variant.thresholds}
+        in_context = numbers_in(context_text)
+        moved = [t.text + (f" on `{t.field}`" if t.field else "") for t in base.thresholds
+                 if t.statement() is not None and t.statement() not in stated and threshold_stated_in(t, in_context)]
         results.append(check("variant.threshold_left_to_context", bool(moved),
-                             "implicit_decision_points must remove from the SOP at least one threshold number the "
-                             "business context states, so the agent has to look it up there; none was removed",
+                             "implicit_decision_points must remove from the SOP at least one threshold statement "
+                             "(its field, comparator and number) whose number the business context states, so the "
+                             "agent has to look it up there; none was removed",
                              ok=f"left to the business context: {', '.join(moved)}", moved=moved))
     if variant_type == "ambiguous_expressions":
         named = [t for t in tool_names if re.search(rf"(?<![\w]){re.escape(t)}(?![\w])", variant.text)]

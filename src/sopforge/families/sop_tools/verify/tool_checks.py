@@ -27,11 +27,17 @@ from sopforge.families.sop_tools.models.data_schema import DataSchema
 from sopforge.families.sop_tools.models.dataset import Dataset, row_label
 from sopforge.families.sop_tools.models.tools import APIDocs, ToolCode, ToolSpecs
 from sopforge.sandbox import check_code
+from sopforge.families.sop_tools.verify.tool_judging import RECORD_ID
 from sopforge.families.sop_tools.verify.tool_common import (
     _few, _Findings, _result, _schema_problem, _set_diff, _valid_schemas, _validator, typed_row,
 )
 
-__all__ = ["check_api_docs", "check_code_static", "check_rows_against_specs", "check_toolspecs"]
+__all__ = ["WRITE_MARKER", "check_api_docs", "check_code_static", "check_rows_against_specs", "check_toolspecs"]
+
+# How a toolSpec tells an agent (and the checks) that calling it changes the database. SOP-Bench's
+# harness forwards only name, description and inputSchema.json, so the declaration lives in the
+# description, where the function-calling and the ReAct agents both see it (and in metadata.json).
+WRITE_MARKER = "[WRITE]"
 
 _JSON_TYPES = {"string": "string", "enum": "string", "date": "string", "datetime": "string",
                "integer": "integer", "float": "number", "boolean": "boolean"}
@@ -60,10 +66,12 @@ def check_api_docs(docs: APIDocs, graph: APIGraph, schema: DataSchema) -> list[C
         api = graph.api(doc.name)
         if d := _set_diff(list(doc.request_body), api.input_names):
             request.append(f"{doc.name}: {d}")
-        if d := _set_diff(list(doc.response), api.output_names):
+        if d := _set_diff(list(doc.response), [RECORD_ID] if api.writes else api.output_names):
             named = sorted(decisions & set(doc.response))
             hint = f" ({', '.join(named)} is a [decision] field: the agent decides it, no API returns it)" \
                 if named else ""
+            if api.writes:
+                hint += f" (a write returns only {{\"{RECORD_ID}\": \"<table>/<case id>\"}})"
             response.append(f"{doc.name}: {d}{hint}")
         want = [x.dependent_api for x in api.direct_dependencies]
         if sorted(set(doc.dependencies)) != sorted(set(want)):
@@ -133,7 +141,7 @@ def check_toolspecs(specs: ToolSpecs, graph: APIGraph, schema: DataSchema) -> li
                            "one toolSpec per API of the graph", missing=[n for n in graph.names if n not in names],
                            extra=[n for n in names if n not in graph.names]))
     fields = {f.name: f for f in schema.fields}
-    params, types, required, described = [], [], [], []
+    params, types, required, described, effects = [], [], [], [], []
     for name in dict.fromkeys(names):
         if name not in graph.names:
             continue
@@ -152,6 +160,10 @@ def check_toolspecs(specs: ToolSpecs, graph: APIGraph, schema: DataSchema) -> li
         if lacking:
             required.append(f"{name}: {', '.join(lacking)}")
         text = str(specs.spec(name).get("description", ""))
+        if api.writes and not text.lstrip().startswith(WRITE_MARKER):
+            effects.append(f"{name} writes {api.writes_table} but its description does not start with {WRITE_MARKER}")
+        elif not api.writes and WRITE_MARKER in text:
+            effects.append(f"{name} is a read but its description says {WRITE_MARKER}")
         unnamed = [p for p in props if p not in text]
         if unnamed:
             described.append(f"{name}: {', '.join(unnamed)}")
@@ -160,6 +172,9 @@ def check_toolspecs(specs: ToolSpecs, graph: APIGraph, schema: DataSchema) -> li
                 "parameters match the graph inputs", apis=params),
         _result("tools.specs.types", types, "property types must match the schema (string, integer, number, boolean, "
                 "array): " + _few(types), "property types match the schema", properties=types),
+        _result("tools.specs.write_declared", effects, "a toolSpec must not hide a write as a read (nor the "
+                f"reverse): {_few(effects)}; start the description of every write tool with {WRITE_MARKER} and say "
+                "which record it makes", "every write tool declares itself in its description", tools=effects),
         _result("tools.specs.required", required, "parameters the graph marks required are not in \"required\": "
                 + _few(required), "required parameters are listed", severity="warning", apis=required),
         _result("tools.specs.descriptions", described, "descriptions should name every parameter (the ReAct agent "
@@ -176,6 +191,7 @@ def check_rows_against_specs(dataset: Dataset, specs: ToolSpecs, schema: DataSch
         ``tools.specs.rows_valid``, quoting the first few (row, tool, error).
     """
     columns = set(dataset.fields)
+    conditional = {f.name for f in schema.existing if f.present_if is not None}
     checked = {name: _validator(s) for name, s in _valid_schemas(specs).items()
                if set(specs.properties(name)) <= columns}
     found = _Findings()
@@ -183,6 +199,8 @@ def check_rows_against_specs(dataset: Dataset, specs: ToolSpecs, schema: DataSch
         typed = typed_row(row, schema)
         for name, validator in checked.items():
             args = {p: typed[p] for p in specs.properties(name) if p in typed}
+            if any(v is None and p in conditional for p, v in args.items()):
+                continue  # a conditional field without a value: the case never calls this tool with it
             error = next(iter(sorted(validator.iter_errors(args), key=lambda e: list(e.path))), None)
             if error is not None:
                 where = ".".join(map(str, error.path)) or "arguments"
@@ -217,6 +235,79 @@ def _public_manager_names(tree: ast.Module) -> list[tuple[str, ast.AST]]:
 
 
 _ORDER_TAKERS = frozenset({"list", "tuple", "next", "iter", "enumerate", "zip", "join"})
+_MUTATORS = frozenset({"append", "extend", "insert", "update", "setdefault", "pop", "popitem", "clear", "add",
+                       "discard", "remove", "__setitem__"})
+_MUTABLE_CALLS = frozenset({"dict", "list", "set", "defaultdict", "OrderedDict", "Counter", "deque"})
+
+
+def _mutable(node: ast.AST | None) -> bool:
+    if isinstance(node, (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp, ast.SetComp)):
+        return True
+    return isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) in _MUTABLE_CALLS
+
+
+def _shared_state_writes(tree: ast.Module, cls: ast.ClassDef | None) -> list[str]:
+    """Lines where a method changes state that outlives the instance (module or class variables).
+
+    Flags ``global``/``nonlocal``, mutation of a module-level mutable (``_LOG.append``, ``_DB[k] = v``),
+    assignment to a class attribute through the class (``Manager.count += 1``, ``type(self).x = ...``),
+    and mutation of a mutable class attribute that ``__init__`` never rebinds on ``self``
+    (``_tables = {}`` in the class body, then ``self._tables[t][k] = record``: one dict for every Manager).
+    """
+    module_mutables = {t.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
+                       for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                       if isinstance(t, ast.Name) and _mutable(node.value)}
+    class_name = cls.name if cls is not None else None
+    class_mutables: set[str] = set()
+    init_binds: set[str] = set()
+    methods: list[ast.AST] = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    if cls is not None:
+        for node in cls.body:
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and _mutable(node.value):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                class_mutables |= {t.id for t in targets if isinstance(t, ast.Name)}
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                methods.append(node)
+                if node.name == "__init__":
+                    init_binds |= {t.attr for sub in ast.walk(node) if isinstance(sub, (ast.Assign, ast.AnnAssign))
+                                   for t in (sub.targets if isinstance(sub, ast.Assign) else [sub.target])
+                                   if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+                                   and t.value.id == "self"}
+    shared_attrs = class_mutables - init_binds
+
+    def root(node: ast.AST) -> str | None:
+        """'module:X', 'class:X' or 'self:X' for the variable a target or receiver expression changes."""
+        while isinstance(node, (ast.Subscript, ast.Attribute)):
+            base = node.value
+            if isinstance(node, ast.Attribute) and isinstance(base, ast.Name):
+                if base.id == "self" and node.attr in shared_attrs:
+                    return f"self.{node.attr} (a class-level {node.attr} shared by every Manager)"
+                if base.id == class_name:
+                    return f"{class_name}.{node.attr}"
+            if isinstance(node, ast.Attribute) and isinstance(base, ast.Call) and getattr(base.func, "id", "") == "type":
+                return f"type(self).{node.attr}"
+            node = base
+        if isinstance(node, ast.Name) and node.id in module_mutables:
+            return f"{node.id} (a module-level variable)"
+        return None
+
+    found: list[str] = []
+    for fn in methods:
+        for node in ast.walk(fn):
+            where = None
+            if isinstance(node, (ast.Global, ast.Nonlocal)):
+                where = f"{'global' if isinstance(node, ast.Global) else 'nonlocal'} {', '.join(node.names)}"
+            elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+                targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+                for target in targets:
+                    if isinstance(target, (ast.Subscript, ast.Attribute)) and (name := root(target)):
+                        where = f"assigns into {name}"
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                    node.func.attr in _MUTATORS and (name := root(node.func.value)):
+                where = f"calls {node.func.attr}() on {name}"
+            if where:
+                found.append(f"line {node.lineno}: {fn.name} {where}")
+    return found
 
 
 def _set_iterations(tree: ast.Module) -> list[int]:
@@ -294,6 +385,11 @@ def check_code_static(code: ToolCode, specs: ToolSpecs) -> list[CheckResult]:
         results.append(_result("tools.code.methods", bad, "the Manager needs one method per toolSpec whose parameters "
                                "are exactly the spec's properties: " + _few(bad),
                                "one method per toolSpec with its parameters", problems=bad))
+    shared = _shared_state_writes(tree, cls)
+    results.append(_result("tools.code.state_in_instance", shared, "write tools may change only the Manager's own "
+                           "tables (self._tables, created in __init__): " + _few(shared) + "; state kept in a module "
+                           "or class variable outlives the instance and leaks between cases and runs",
+                           "every change is made to the instance's own state", problems=shared))
     unordered = _set_iterations(tree)
     results.append(_result("tools.code.set_order", [str(n) for n in unordered],
                            f"line {', '.join(map(str, unordered))}: iterating a set gives an order that changes between "

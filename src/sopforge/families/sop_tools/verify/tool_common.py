@@ -117,4 +117,5 @@ def _validator(schema: dict[str, Any]):
 def typed_row(row: dict[str, Any], schema: DataSchema) -> dict[str, Any]:
     """A dataset row as the Manager reads it: written to the CSV, then converted by schema type."""
     types = {f.name: f.type for f in schema.fields}
-    return {k: parse_cell(csv_cell(v), types.get(k, "string")) for k, v in row.items()}
+    # A conditional field without a value is an empty cell, read back as no value (None).
+    return {k: None if v is None else parse_cell(csv_cell(v), types.get(k, "string")) for k, v in row.items()}

@@ -1,32 +1,38 @@
 """Runtime checks of the tools stage: the tools run on every row in a sandboxed child (two processes in all).
 
-How runtime arguments are built (:func:`argument_sources`): an input comes from the row when
-the graph marks it ``user_input`` or when no upstream API returns it; otherwise it is taken from
-the result of the nearest upstream API (in topological order) that returns it, as an agent that
-sees only the input columns must do. So a tool that returns ``"24"`` for an integer breaks its
-consumers here exactly as it would for an agent. Since a sandbox payload is static, the chain is
-run by a small driver module written next to ``tools.py`` (:data:`DRIVER_SOURCE`): each row is one
-``run_function`` call whose plan names, per step, literal arguments and references to earlier
-results. After the chain, the first tool is called again with the same arguments (write-back
-state), and one extra call per tool that takes an identifier repeats the first row's chain and
-then calls that tool with every identifier replaced by :data:`UNKNOWN_ID` (it must raise).
+How runtime arguments are built (:func:`~sopforge.families.sop_tools.verify.replay.argument_sources`): an
+input comes from the row when the graph marks it ``user_input`` or when no upstream API returns it;
+otherwise it is taken from the result of the nearest upstream API (in topological order) that
+returns it, as an agent that sees only the input columns must do. A write's decision inputs take
+the decision labels in turn, row by row, so every label is recorded somewhere. So a tool that
+returns ``"24"`` for an integer breaks its consumers here exactly as it would for an agent. Each
+row is one plan of the replay driver (:mod:`sopforge.families.sop_tools.verify.replay`), run on a
+Manager shared with other rows (a pool of them), as the SOP-Bench harness shares one. After the chain, the first tool is
+called again with the same arguments (idempotence), and one extra plan per tool that takes an
+identifier repeats the first row's chain and then calls that tool with every identifier replaced
+by :data:`UNKNOWN_ID` (it must raise).
+
+State (the simulated database): after every call the driver reads ``database_state()``. A read
+must change nothing; a write must store exactly its arguments as the one record of its case in its
+``writes_table`` and return that record's id; a fresh Manager, made after every row has written,
+must start with the graph's tables and no record (anything else lives outside the instance).
 
 Determinism: the same calls run in a second fresh process with the rows in **reverse order**, and
-every result is compared exactly. Reversing costs nothing and also catches results that depend on
-earlier calls (a counter, a cache with too short a key), which differ between tasks run in another
-order. The sandbox pins ``PYTHONHASHSEED=0``, so iteration over a set of strings is stable across
-the two runs and is *not* caught at run time (a limitation of the current sandbox); the static
-``tools.code.set_order`` warning catches the plain cases (``for x in {...}``, ``list(set(...))``).
+every result and every state change is compared exactly. Reversing costs nothing and also catches
+results that depend on earlier calls (a counter, a record id drawn from a sequence, a cache with
+too short a key), which differ between tasks run in another order. The sandbox pins
+``PYTHONHASHSEED=0``, so iteration over a set of strings is stable across the two runs and is *not*
+caught at run time (a limitation of the current sandbox); the static ``tools.code.set_order``
+warning catches the plain cases (``for x in {...}``, ``list(set(...))``).
 """
 
 from __future__ import annotations
 
 import csv
+import json
 import tempfile
 from pathlib import Path
 from typing import Any
-
-import networkx as nx
 
 from sopforge.parsing import one_line
 from sopforge.families.sop_tools.models.api_graph import APIGraph
@@ -34,16 +40,17 @@ from sopforge.checks import CheckResult, check
 from sopforge.families.sop_tools.models.data_schema import DataSchema
 from sopforge.families.sop_tools.models.dataset import Dataset, row_label
 from sopforge.families.sop_tools.models.tools import ToolCode, ToolSpecs, csv_cell
-from sopforge.sandbox import CallOutcome, SandboxLimits, SandboxResult, run_in_sandbox
+from sopforge.sandbox import SandboxLimits, SandboxResult
+from sopforge.families.sop_tools.verify.replay import (
+    ReplayRun, argument_sources, chain_plan, pooled, replay_plans,
+)
 from sopforge.families.sop_tools.verify.tool_common import CSV_FILE, _few, _Findings, _result, _short, typed_row
-from sopforge.families.sop_tools.verify.tool_judging import _judge_probes, _judge_rows
+from sopforge.families.sop_tools.verify.tool_judging import judge_probes, judge_rows, judge_state
 
 __all__ = [
-    "DRIVER_FILE", "DRIVER_SOURCE", "TOOL_CHECK_LIMITS", "UNKNOWN_ID", "argument_sources", "check_runtime",
-    "write_bundle",
+    "TOOL_CHECK_LIMITS", "UNKNOWN_ID", "argument_sources", "check_runtime", "decision_rotation", "write_bundle",
 ]
 
-DRIVER_FILE = "_sopforge_chain.py"
 UNKNOWN_ID = "ZZ-NOT-ON-FILE-000000"
 _UNKNOWN_INT_ID = -999999
 # Tighter than the sandbox default: a pandas-free tools.py runs thousands of rows in well under a second.
@@ -52,69 +59,13 @@ _HINTS = {
     "timeout": "every tool must return quickly: no unbounded loops, waits or retries",
     "cpu_limit": "every tool must return quickly: no unbounded loops or repeated scans of the table",
     "memory_limit": "keep memory small: load the CSV once and build no unbounded lists or copies",
-    "policy_violation": "tools may only read their own CSV: no network, processes, environment or writes",
+    "policy_violation": "tools may only read their own CSV: no network, processes, environment or writes; a write "
+                        "tool changes only the Manager's in-memory tables, never a file",
     "load_error": "tools.py must import cleanly and its Manager must construct with no arguments, "
                   f"reading {CSV_FILE} next to tools.py",
     "crash": "tools.py must not exit the interpreter or touch file descriptors",
     "bad_output": "tools.py must not exit the interpreter or write to stdout's descriptor",
 }
-
-DRIVER_SOURCE = '''\
-"""sopforge tool-check driver: runs one planned chain of tool calls and returns every result.
-
-Written next to tools.py for the runtime checks only; never part of an exported bundle.
-"""
-
-import json
-
-
-def _snapshot(value):
-    try:
-        return json.loads(json.dumps(value)), None
-    except (TypeError, ValueError):
-        pass
-    if isinstance(value, dict):
-        for key, item in value.items():
-            try:
-                json.dumps(item)
-            except (TypeError, ValueError):
-                return None, str(key) + " holds a " + type(item).__name__
-    return None, "a " + type(value).__name__
-
-
-def run_chain(tools, steps):
-    done = []
-    for step in steps:
-        entry = {"tool": step["tool"]}
-        if "same_as" in step:
-            base = done[step["same_as"]]
-            if "input" not in base:
-                entry["skipped"] = ["(the call it repeats was skipped)"]
-                done.append(entry)
-                continue
-            args = dict(base["input"])
-            args.update(step.get("override", {}))
-        else:
-            args = dict(step["args"])
-            missing = []
-            for param, ref in step["refs"].items():
-                earlier = done[ref[0]].get("result")
-                if isinstance(earlier, dict) and ref[1] in earlier:
-                    args[param] = earlier[ref[1]]
-                else:
-                    missing.append(param)
-            if missing:
-                entry["skipped"] = missing
-                done.append(entry)
-                continue
-        entry["input"] = json.loads(json.dumps(args))
-        value = tools.process_tool_call(step["tool"], args)
-        entry["result"], problem = _snapshot(value)
-        if problem is not None:
-            entry["unencodable"] = problem
-        done.append(entry)
-    return done
-'''
 
 
 def write_bundle(folder: Path, dataset: Dataset, code: ToolCode, specs: ToolSpecs | None = None) -> Path:
@@ -141,27 +92,14 @@ def write_bundle(folder: Path, dataset: Dataset, code: ToolCode, specs: ToolSpec
     return folder
 
 
-def argument_sources(graph: APIGraph, columns: list[str]) -> dict[str, dict[str, str | None]]:
-    """Where each API input comes from at run time: ``"row"``, an upstream API name, or None (nowhere).
-
-    An input is read from the row when the graph marks it ``user_input`` or no upstream API returns
-    it; otherwise from the nearest upstream producer in topological order.
-    """
-    order = graph.topological_order()
-    position = {n: i for i, n in enumerate(order)}
-    g = graph.to_networkx()
-    sources: dict[str, dict[str, str | None]] = {}
-    for name in order:
-        api = graph.api(name)
-        upstream = sorted(nx.ancestors(g, name), key=position.__getitem__, reverse=True)
-        sources[name] = {}
-        for p in api.input_parameters:
-            producer = next((u for u in upstream if p.name in graph.api(u).output_names), None)
-            if p.source != "user_input" and producer is not None:
-                sources[name][p.name] = producer
-            else:
-                sources[name][p.name] = "row" if p.name in columns else None
-    return sources
+def decision_rotation(schema: DataSchema, index: int) -> dict[str, Any]:
+    """A label per decision field for row ``index``, in turn, so every label is written somewhere."""
+    out: dict[str, Any] = {}
+    for f in schema.decisions:
+        labels = f.labels()
+        label = labels[index % len(labels)] if labels else ""
+        out[f.name] = (label == "true") if f.type == "boolean" else label
+    return out
 
 
 def _id_params(specs: ToolSpecs, name: str, schema: DataSchema, id_field: str | None) -> dict[str, Any]:
@@ -174,48 +112,37 @@ def _id_params(specs: ToolSpecs, name: str, schema: DataSchema, id_field: str | 
     return out
 
 
-def _chain(typed: dict[str, Any], order: list[str], sources: dict[str, dict[str, str | None]]) -> list[dict]:
-    steps, index = [], {}
-    for name in order:
-        args, refs = {}, {}
-        for param, source in sources[name].items():
-            if source == "row":
-                args[param] = typed[param]
-            elif source is not None:
-                refs[param] = [index[source], param]
-        index[name] = len(steps)
-        steps.append({"tool": name, "args": args, "refs": refs})
-    return steps
-
-
-def _run(folder: Path, calls: list[dict], limits: SandboxLimits) -> SandboxResult:
-    payload = {"op": "run_function", "function": "run_chain", "tools_entry": "tools.py", "calls": calls}
-    return run_in_sandbox(folder, DRIVER_FILE, payload, limits=limits)
+def _probe_step(step: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    return {"tool": step["tool"], "args": {**step["args"], **override},
+            "refs": {k: v for k, v in step["refs"].items() if k not in override}}
 
 
 def _sandbox_failure(result: SandboxResult, labels: list[str], run: str) -> CheckResult:
     kind = result.error_kind or "crash"
     running = labels[result.completed] if result.completed < len(labels) else "after the last call"
     hint = _HINTS.get(kind, "")
-    return check("tools.runtime.sandbox", False,
+    name = "tools.state.outside_memory" if kind == "policy_violation" and "for writing" in result.error_message \
+        else "tools.runtime.sandbox"
+    return check(name, False,
                  f"the {run} sandbox run stopped with {kind} ({one_line(result.error_message, 160)}) while running "
                  f"{running}; {hint}", error_kind=kind, completed=result.completed, wall_seconds=result.wall_seconds,
                  stderr_tail=result.stderr_tail[-2000:])
 
 
-def _fingerprint(outcome: CallOutcome) -> Any:
-    err = outcome.error.model_dump() if outcome.error else None
-    return {"ok": outcome.ok, "result": outcome.result, "error": err}
+def _fingerprint(run: ReplayRun) -> str:
+    # The size of an oversized result varies with how many records the shared Manager holds: not a difference.
+    error = "too large" if run.too_large is not None else run.error
+    return json.dumps([run.ok, error, run.calls, run.state_diff], sort_keys=True, default=repr)
 
 
 def check_runtime(code: ToolCode, specs: ToolSpecs, graph: APIGraph, schema: DataSchema, dataset: Dataset, *,
                   limits: SandboxLimits = TOOL_CHECK_LIMITS) -> list[CheckResult]:
-    """Run every tool on every row in the sandbox (two processes) and judge the results.
+    """Run every tool on every row in the sandbox (two processes) and judge the results and the state.
 
     Args:
         code: tools.py; must already pass :func:`check_code_static`.
         specs: The accepted toolspecs (used for the unknown-id probes and argument validation).
-        graph: The API graph (call order and argument sources).
+        graph: The API graph (call order, argument sources, which APIs write where).
         schema: The data schema (field types, decisions).
         dataset: All rows; every one is run.
         limits: Sandbox limits of each of the two processes.
@@ -223,29 +150,30 @@ def check_runtime(code: ToolCode, specs: ToolSpecs, graph: APIGraph, schema: Dat
     Returns:
         ``tools.runtime.sandbox`` and, when the first run completed, ``.calls_succeed``,
         ``.results_shape``, ``.result_keys``, ``.no_decision_fields``, ``.result_types``,
-        ``.matches_data``, ``.not_constant``, ``.unknown_id_raises``, ``.deterministic`` and the
-        ``.idempotent`` and ``.arguments_valid`` warnings.
+        ``.matches_data``, ``.not_constant``, ``.unknown_id_raises``, ``.deterministic``, the
+        ``.idempotent`` and ``.arguments_valid`` warnings, and the ``tools.state.*`` checks.
     """
     order = graph.topological_order()
     sources = argument_sources(graph, dataset.fields)
     rows = [typed_row(r, schema) for r in dataset.rows]
     labels = [row_label(r, i, dataset.id_field) for i, r in enumerate(dataset.rows)]
-    plans = [_chain(t, order, sources) + [{"tool": order[0], "same_as": 0}] for t in rows]
+    chains = [chain_plan(t, order, sources, decision_rotation(schema, i)) for i, t in enumerate(rows)]
+    plans = [chain + [dict(chain[0])] for chain in chains]
     probes = []
     if rows:
-        base = plans[0][:-1]
         for i, name in enumerate(order):
             override = _id_params(specs, name, schema, dataset.id_field)
             if override:
-                probes.append((name, base + [{"tool": name, "same_as": i, "override": override}]))
-    call_labels = labels + [f"the unknown-id probe of {name}" for name, _ in probes]
-    forward = [{"args": [p]} for p in plans] + [{"args": [p]} for _, p in probes]
-    backward = [{"args": [p]} for p in reversed(plans)] + [{"args": [p]} for _, p in probes]
+                probes.append((name, chains[0] + [_probe_step(chains[0][i], override)]))
+    fresh_probe: list[dict] = []  # a new Manager after every row has written: it must start empty
+    call_labels = labels + [f"the unknown-id probe of {name}" for name, _ in probes] + ["a fresh Manager"]
+    forward = plans + [p for _, p in probes] + [fresh_probe]
+    backward = plans[::-1] + [p for _, p in probes] + [fresh_probe]
+    flags = pooled("rows", len(plans)) + ["probes"] * len(probes) + [True]
     with tempfile.TemporaryDirectory(prefix="sopforge-tools-") as tmp:
         folder = write_bundle(Path(tmp), dataset, code)
-        (folder / DRIVER_FILE).write_text(DRIVER_SOURCE, encoding="utf-8")
-        first = _run(folder, forward, limits)
-        second = _run(folder, backward, limits) if first.ok else None
+        first, runs = replay_plans(folder, forward, fresh=flags, limits=limits)
+        second, again = replay_plans(folder, backward, fresh=flags, limits=limits) if first.ok else (None, [])
     timing = {"rows": len(rows), "calls_per_row": len(order) + 1, "probes": len(probes),
               "first_run_seconds": first.wall_seconds, "second_run_seconds": second.wall_seconds if second else None,
               "peak_rss_bytes": first.peak_rss_bytes, "layers": first.layers}
@@ -257,32 +185,32 @@ def check_runtime(code: ToolCode, specs: ToolSpecs, graph: APIGraph, schema: Dat
     results = [check("tools.runtime.sandbox", True, f"{len(rows)} rows x {len(order) + 1} calls and {len(probes)} "
                      f"probes ran twice in {first.wall_seconds + (second.wall_seconds if second else 0):.2f} s",
                      **timing)]
-    outcomes: list[CallOutcome] = list(first.results)  # type: ignore[arg-type]
-    results += _judge_rows(outcomes[:len(rows)], rows, labels, order, specs, graph, schema)
-    results.append(_judge_probes(outcomes[len(rows):], probes))
-    assert second is not None
-    again: list[CallOutcome] = list(second.results)  # type: ignore[arg-type]
+    row_runs = runs[:len(rows)]
+    results += judge_rows(row_runs, rows, labels, order, specs, graph, schema)
+    results.append(judge_probes(runs[len(rows):len(rows) + len(probes)], probes))
+    results += judge_state(row_runs, runs[-1], labels, graph, schema, dataset.id_field)
     again = list(reversed(again[:len(rows)])) + again[len(rows):]
     diffs = _Findings()
-    for label, a, b in zip(call_labels, outcomes, again):
-        fa, fb = _fingerprint(a), _fingerprint(b)
-        if fa != fb:
-            key, text = _first_difference(fa, fb)
+    for label, a, b in zip(call_labels, runs, again):
+        if _fingerprint(a) != _fingerprint(b):
+            key, text = _first_difference(a, b)
             diffs.add(key, label, text)
     lines = diffs.lines()
     results.append(_result("tools.runtime.deterministic", lines, "results differ between two runs (the second ran the "
-                           "rows in reverse order): " + _few(lines) + "; a result must depend only on its arguments "
-                           "and the row, never on the clock, randomness or earlier calls",
-                           "two runs gave identical results", differences=lines[:10], rows=diffs.rows))
+                           "rows in reverse order): " + _few(lines) + "; a result, a record and its id must depend "
+                           "only on the arguments and the row, never on the clock, randomness, counters or earlier "
+                           "calls", "two runs gave identical results and records", differences=lines[:10],
+                           rows=diffs.rows))
     return results
 
 
-def _first_difference(a: dict, b: dict) -> tuple[Any, str]:
-    """(group key, text) of the first call whose outcome differs between the two runs."""
-    ra, rb = a.get("result"), b.get("result")
-    if a["ok"] and b["ok"] and isinstance(ra, list) and isinstance(rb, list):
-        for x, y in zip(ra, rb):
-            if x != y:
-                tool = x.get("tool")
-                return tool, f"{tool}: {_short(x.get('result'), 80)} then {_short(y.get('result'), 80)}"
-    return None, f"{_short(a, 80)} then {_short(b, 80)}"
+def _first_difference(a: ReplayRun, b: ReplayRun) -> tuple[Any, str]:
+    """(group key, text) of the first call whose outcome or state change differs between the two runs."""
+    for x, y in zip(a.calls, b.calls):
+        if x != y:
+            tool = x.get("tool")
+            what = "wrote" if x.get("state_diff") != y.get("state_diff") else "returned"
+            shown_x = x.get("state_diff") if what == "wrote" else x.get("output", x.get("error"))
+            shown_y = y.get("state_diff") if what == "wrote" else y.get("output", y.get("error"))
+            return tool, f"{tool} {what} {_short(shown_x, 80)} then {_short(shown_y, 80)}"
+    return None, f"{_short(a.state_diff, 80)} then {_short(b.state_diff, 80)}"
