@@ -337,3 +337,31 @@ def test_seccomp_programs_exist_for_x86_64_and_aarch64_only():
         program = filter_program(machine)
         assert program and len(program) % 8 == 0 and len(program) // 8 < 4096  # BPF_MAXINSNS
     assert filter_program("riscv64") is None
+
+
+DRIVER = '''\
+import tools
+
+
+def first_manager_name(_):
+    return sorted(n for n in dir(tools) if n.endswith("Manager"))[0]
+
+
+def call_by_name(_):
+    return getattr(tools, first_manager_name(None))().process_tool_call("getCreditScore", {"application_id": "A-0001"})
+'''
+
+
+def test_only_the_declared_driver_text_skips_the_policy_and_tools_are_still_checked(loan_folder: Path):
+    (loan_folder / "driver.py").write_text(DRIVER)
+    payload = {"op": "run_function", "function": "call_by_name", "calls": [{"args": [None]}]}
+    undeclared = run_in_sandbox(loan_folder, "driver.py", payload, limits=FAST)
+    assert undeclared.error_kind == "policy_violation" and "driver.py: line 9" in undeclared.error_message
+    declared = run_in_sandbox(loan_folder, "driver.py", payload, limits=FAST, driver_source=DRIVER)
+    assert declared.ok, declared.error_message
+    assert declared.results[0].result == {"credit_score": 742}
+    with pytest.raises(UserError, match="not the driver it was declared to be"):
+        run_in_sandbox(loan_folder, "driver.py", payload, limits=FAST, driver_source=DRIVER + "# changed\n")
+    (loan_folder / "tools.py").write_text(LOAN_TOOLS + "\nimport subprocess\n")
+    hostile = run_in_sandbox(loan_folder, "driver.py", payload, limits=FAST, driver_source=DRIVER)
+    assert hostile.error_kind == "policy_violation" and hostile.error_message.startswith("tools.py: ")

@@ -20,6 +20,7 @@ import datetime as dt
 import io
 import json
 import math
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -98,10 +99,14 @@ def write_csv(f: TextIO, columns: list[str], table: list[list[str]]) -> None:
     writer.writerows(table)
 
 
-def table_problems(rows: list[dict[str, Any]], columns: list[str], *, limit: int = 10) -> list[str]:
+def table_problems(rows: list[dict[str, Any]], columns: list[str], *, may_be_missing: Collection[str] = (),
+                   limit: int = 10) -> list[str]:
     """What the export would refuse in these rows: a value it cannot write, or a column pandas reads
     back differently. The same rule as the export (:func:`to_cell`, :func:`roundtrip_problems`), run
     in memory so a stage can quote the problem to the model while it can still fix it.
+
+    ``may_be_missing`` names the conditional fields (``[present_if: ...]``): like the exporter, a
+    ``None`` there is written as an empty cell, which pandas reads back as the missing value it is.
 
     Returns:
         One message per bad value or column, naming the column and the value (empty when fine).
@@ -110,6 +115,9 @@ def table_problems(rows: list[dict[str, Any]], columns: list[str], *, limit: int
     for i, row in enumerate(rows):
         line = []
         for col in columns:
+            if row.get(col) is None and col in may_be_missing:
+                line.append("")
+                continue
             try:
                 line.append(to_cell(row.get(col)))
             except ValueError as exc:

@@ -15,6 +15,7 @@ rule (:func:`~sopforge.families.sop_tools.export.cells.table_problems`, not a co
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from sopforge.checks import CheckResult, check
@@ -28,7 +29,8 @@ WHY = ("SOP-Bench's harness reads the CSV with pandas defaults, so such a value 
        "(e.g. '0125481932' becomes the number 125481932) and the tools no longer find the row")
 
 
-def values_check(name: str, rows: list[dict[str, Any]], columns: list[str], *, fix: str) -> CheckResult:
+def values_check(name: str, rows: list[dict[str, Any]], columns: list[str], *, fix: str,
+                 may_be_missing: Collection[str] = ()) -> CheckResult:
     """``name`` passes when every value of ``rows`` would be written and read back unchanged.
 
     Args:
@@ -36,8 +38,9 @@ def values_check(name: str, rows: list[dict[str, Any]], columns: list[str], *, f
         rows: Typed rows, as the exporter will receive them.
         columns: The columns to check, in CSV order.
         fix: What the model should change, appended to the failure message.
+        may_be_missing: Conditional fields, whose ``None`` is written as the empty cell it means.
     """
-    problems = table_problems(rows, columns)
+    problems = table_problems(rows, columns, may_be_missing=may_be_missing)
     return check(name, not problems,
                  f"values the exported CSV would not keep: {'; '.join(problems[:3])}. {WHY}; {fix}",
                  ok=f"all {len(rows)} rows read back unchanged from the exported CSV", problems=problems)

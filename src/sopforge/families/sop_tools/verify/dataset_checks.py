@@ -67,6 +67,7 @@ def row_checks(rows: list[dict[str, Any]], schema: DataSchema, id_field: str | N
               if bad_items else "list items have their declared types", offending=bad_items[:MAX_QUOTED],
               count=len(bad_items)),
         values_check("dataset.values_survive_csv", rows, [f.name for f in schema.existing],
+                     may_be_missing={f.name for f in schema.fields if f.present_if is not None},
                      fix="rewrite those values in every row (identifiers with a non-digit part, e.g. a letter prefix)"),
         *conditional_checks(rows, schema, id_field),
     ]

@@ -218,7 +218,7 @@ def replay_plans(folder: Path, plans: list[list[dict[str, Any]]], *, fresh: bool
         flags = fresh if isinstance(fresh, list) else [fresh] * len(plans)
         payload = {"op": "run_function", "function": "replay",
                    "calls": [{"args": [p, f]} for p, f in zip(plans, flags, strict=True)]}
-        result = run_in_sandbox(work, DRIVER_FILE, payload, limits=limits)
+        result = run_in_sandbox(work, DRIVER_FILE, payload, limits=limits, driver_source=DRIVER_SOURCE)
     return result, _runs(result, len(plans))
 
 
