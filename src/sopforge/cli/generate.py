@@ -195,12 +195,17 @@ def print_summary(summary: dict[str, Any]) -> None:
     out.print("Where to look next:")
     if summary["status"] == "needs_review":
         out.print(f"  {cmd} review show {run_id}        what the gate stopped on; then review approve|reject|edit")
-    out.print(f"  {cmd} show {run_id} --stage sop      the SOP as markdown, its checks, lineage and LLM calls")
+    families = summary.get("families", {})
+    if "sop_tools" in families:
+        out.print(f"  {cmd} show {run_id} --stage sop      the SOP as markdown, its checks, lineage and LLM calls")
     out.print(f"  {cmd} show {run_id} --stage schema   the data schema as a table")
     out.print(f"  {cmd} ui                            flow runs, task runs and artifacts in the Prefect UI")
     if summary.get("export"):  # the sop_tools family's SOP-Bench folder
         out.print(f"  {cmd} audit {summary['export']}   re-check the exported SOP-Bench folder")
-    out.print(f"  {summary['database']}   plain SQL: runs, stage_runs, artifacts, artifact_edges, llm_calls, validations")
+    for name, family in families.items():
+        if family["export"] and name != "sop_tools":
+            out.print(f"  {family['export']}   the {name} family's export")
+    out.print(f"  {summary['database']}   plain SQL: runs, stage_runs, artifacts, artifact_edges, llm_calls, validations, task_expectations")
 
 
 @handle_errors

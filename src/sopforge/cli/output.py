@@ -80,7 +80,7 @@ def print_funnel(rows: list[dict[str, Any]]) -> None:
     """The funnel as a table: generated → verified → kept per component and type."""
     if not rows:
         return
-    table = Table(title="hardening funnel (every item verified; dropped items are never exported)", title_justify="left")
+    table = Table(title="verification funnel, all families (every item checked; dropped items are never exported)", title_justify="left")
     columns = ("component", "item_type", "generated", "verified", "retried", "dropped", "kept")
     for col in columns:
         table.add_column(col.replace("item_type", "type"), justify="left" if col in columns[:2] else "right")

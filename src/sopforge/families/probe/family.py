@@ -149,7 +149,8 @@ def summarize(contents: dict[str, dict[str, Any]]) -> FamilySummary:
             [(k, *(str(stats[k].get(c, "")) for c in ("min", "max", "mean", "std")),
               str(PAPER_TABLE_1.get(k, {}).get("mean", "-"))) for k in ("tokens", "actions", "documents",
                                                                          "true_positives")]))
-        summary.facts.update(probe_export=manifest["export_dir"], probe_stats=stats)
+        summary.export = manifest["export_dir"]
+        summary.facts.update(probe_export=summary.export, probe_stats=stats)
         summary.lines.append(f"PROBE exported: {manifest['export_dir']}  (difficulty {stats['difficulty']}, "
                              f"bottleneck types {stats['bottleneck_types']})")
     return summary
