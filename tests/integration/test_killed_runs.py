@@ -32,7 +32,7 @@ def test_a_killed_generate_is_shown_interrupted_and_rerun_resumes_it_without_for
     common = ("--provider", "openai", "--model", "m", "--json")
     env = {"OPENAI_API_KEY": "sk-test"}
     with FakeLLMServer(respond) as server:
-        proc = cli.start("generate", "--theme", THEME, "--slug", "pharmacy_refills", "--base-url",
+        proc = cli.start("generate", "--theme", THEME, "--slug", "pharmacy_refills", "--family", "sop_tools", "--base-url",
                          server.openai_base_url, *common, env=env)
         deadline = time.monotonic() + 240
         while not any(r.json and stage_of(prompt_text(r.json, "openai")) == "sop" for r in list(server.requests)):

@@ -46,7 +46,7 @@ def test_identifiers_with_leading_zeros_are_fixed_upstream_and_survive_the_expor
         return answer
 
     with FakeLLMServer(respond) as server:
-        result = cli("generate", "--theme", THEME, "--slug", "pharmacy_refills", "--provider", "openai",
+        result = cli("generate", "--theme", THEME, "--slug", "pharmacy_refills", "--family", "sop_tools", "--provider", "openai",
                      "--model", "m", "--base-url", server.openai_base_url, "--json", env={"OPENAI_API_KEY": "sk-test"})
     assert result.code == 0, result.stderr
     summary = json.loads(result.stdout)

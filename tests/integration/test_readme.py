@@ -82,10 +82,12 @@ def test_the_readme_marks_every_block_it_does_not_run():
 
 def test_the_yaml_examples_are_valid_theme_files():
     blocks = [yaml.safe_load(b.code) for b in readme_blocks(README.read_text(encoding="utf-8")) if b.lang == "yaml"]
-    assert len(blocks) == 2
-    theme, hardening = blocks
+    assert len(blocks) == 3
+    theme, *sections = blocks
     assert build_spec(theme, source="README theme example").slug == "sb_loans"
-    assert build_spec({"theme": "x", **hardening}, source="README hardening example").options["hardening"]
+    for section in sections:  # a family's section of the theme file, defaults shown
+        [key] = section
+        assert build_spec({"theme": "x", **section}, source=f"README {key} example").options[key]
 
 
 def run(args: list[str], work: Path, env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess:

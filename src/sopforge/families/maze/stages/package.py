@@ -82,9 +82,11 @@ def run(inputs: PackageInputs, **_: object) -> StageResult[MazePackage]:
               f"(scenario -> score x 100): {imperfect}" if imperfect else
               "every reference answer scores 1.0 against its exported schema and exclusion keys",
               per_scenario=reference.per_scenario),
-        check("maze_package.scenarios_filled", not empty, f"scenarios without instances: {empty}"),
+        check("maze_package.scenarios_filled", not empty, f"scenarios without instances: {empty}",
+              ok=f"each of the {len(scenarios)} scenarios has instances"),
         check("maze_package.export_reads_back", read_back == json.loads(json.dumps(records)),
-              "instances.jsonl does not read back as the records written"),
+              "instances.jsonl does not read back as the records written",
+              ok=f"instances.jsonl reads back as the {len(records)} records written"),
     ]
     return StageResult(artifact=manifest, checks=checks, template_id="-", template_hash="-", prompt_hash="-",
                        model="-", attempts=1, raw_texts=[])

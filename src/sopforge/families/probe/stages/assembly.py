@@ -161,7 +161,8 @@ def run(inputs: AssemblyInputs, *, llm: LLMClient, settings: Settings, model: st
     dropped = len(inputs.evidence.samples) - len(samples)
     return asker.result(artifact, [
         check(f"{STAGE}.shortcut_gate", dropped == 0, f"{dropped} of {len(inputs.evidence.samples)} samples dropped by "
-              "the shortcut gate (reasons in drops)", severity="warning", kept=len(samples)),
+              "the shortcut gate (reasons in drops)", ok=f"all {len(samples)} samples pass the shortcut gate",
+              severity="warning", kept=len(samples)),
         check(f"{STAGE}.two_sample_tests", not separable and bool(tests),
               "true positives and distractors could not be compared (fewer than two of either)" if not tests
               else "no surface feature separates true positives from distractors", severity="warning")])

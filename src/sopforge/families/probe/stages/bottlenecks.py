@@ -109,4 +109,5 @@ def run(inputs: BottlenecksInputs, *, llm: LLMClient, settings: Settings, model:
     total = sum(len(p.bottlenecks) for p in personas)
     return asker.result(artifact, [check(f"{STAGE}.solvers_unique", kept == total,
                                          f"{total - kept} of {total} bottlenecks dropped: their solver is not unique "
-                                         "(reasons in drops)", severity="warning", kept=kept, total=total)])
+                                         "(reasons in drops)", ok=f"all {total} bottlenecks kept: each has a unique solver",
+                                         severity="warning", kept=kept, total=total)])

@@ -134,4 +134,5 @@ def run(inputs: DistractorsInputs, *, llm: LLMClient, settings: Settings, model:
     asked = sum(inputs.options.distractors.values()) * sum(1 for p in inputs.bottlenecks.personas if p.kept)
     return asker.result(DocumentSet(documents=documents, funnel=funnel.rows(), drops=funnel.drops), [
         check(f"{STAGE}.kept", len(documents) == asked, f"{asked - len(documents)} of {asked} distractors dropped "
-              "(reasons in drops)", severity="warning", kept=len(documents), asked=asked)])
+              "(reasons in drops)", ok=f"all {asked} distractors kept", severity="warning", kept=len(documents),
+              asked=asked)])

@@ -138,4 +138,5 @@ def run(inputs: EvidenceInputs, *, llm: LLMClient, settings: Settings, model: st
     dropped = len(inputs.plans.samples) - len(artifact.samples)
     return asker.result(artifact, [check(f"{STAGE}.samples_kept", dropped == 0,
                                          f"{dropped} of {len(inputs.plans.samples)} samples dropped (reasons in drops)",
+                                         ok=f"all {len(artifact.samples)} samples kept: their evidence is sufficient",
                                          severity="warning", kept=len(artifact.samples))])

@@ -121,17 +121,21 @@ def plan_manipulation(kind: str, source: Document, world: WorldModel, persona: P
 def _manipulation_checks(doc: ParsedDocument, m: Manipulation) -> list[CheckResult]:
     text = doc.text.lower()
     if m.kind == "entity_swap":
-        ok = m.swap_surname.lower() in text and not re.search(rf"\b{re.escape(m.original_surname.lower())}\b", text)
-        return [check("probe_hard_negative.entity_swapped", ok,
-                      f"an entity swap must name {m.swap_surname} and never {m.original_surname}")]
+        swapped = m.swap_surname.lower() in text and not re.search(rf"\b{re.escape(m.original_surname.lower())}\b", text)
+        return [check("probe_hard_negative.entity_swapped", swapped,
+                      f"an entity swap must name {m.swap_surname} and never {m.original_surname}",
+                      ok=f"the entity swap names {m.swap_surname} and never {m.original_surname}")]
     if m.kind == "time_shift":
         return [check("probe_hard_negative.time_shifted", m.period[0] <= doc.date <= m.period[1],
-                      f"a time shift must be dated between {m.period[0]} and {m.period[1]}, got {doc.date}")]
+                      f"a time shift must be dated between {m.period[0]} and {m.period[1]}, got {doc.date}",
+                      ok=f"the time shift is dated {doc.date}, between {m.period[0]} and {m.period[1]}")]
     if m.kind == "counterfactual":
         return [check("probe_hard_negative.hypothetical", bool(_HYPOTHETICAL.search(doc.text)),
-                      "a counterfactual must be clearly hypothetical (what if / if we had / would have)")]
+                      "a counterfactual must be clearly hypothetical (what if / if we had / would have)",
+                      ok="the counterfactual is clearly hypothetical (what if / if we had / would have)")]
     return [check("probe_hard_negative.same_template", doc.kind == m.source.kind,
-                  f"a template clone must be a {m.source.kind} like its source")]
+                  f"a template clone must be a {m.source.kind} like its source",
+                  ok=f"the template clone is a {m.source.kind} like its source")]
 
 
 def _changes(raw: str) -> list[dict[str, str]]:
@@ -193,4 +197,5 @@ def run(inputs: HardNegativesInputs, *, llm: LLMClient, settings: Settings, mode
     asked = options.hard_negatives * len(inputs.evidence.samples)
     return asker.result(DocumentSet(documents=documents, funnel=funnel.rows(), drops=funnel.drops), [
         check(f"{STAGE}.kept", len(documents) == asked, f"{asked - len(documents)} of {asked} hard negatives dropped "
-              "(reasons in drops)", severity="warning", kept=len(documents), asked=asked)])
+              "(reasons in drops)", ok=f"all {asked} hard negatives kept", severity="warning", kept=len(documents),
+              asked=asked)])

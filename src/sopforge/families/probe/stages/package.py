@@ -60,6 +60,8 @@ def run(inputs: PackageInputs, **_: object) -> StageResult[ProbeManifest]:
         missing += [f"{record['sample_id']}: {i}" for i in record["ground_truth"]["true_positives"] if i not in ids]
     manifest = ProbeManifest(export_dir=str(folder), stats=stats, **paths)
     return StageResult(artifact=manifest, checks=[
-        check(f"{STAGE}.no_labels_in_agent_input", not leaks, f"label fields in what the agent sees: {leaks}"),
-        check(f"{STAGE}.true_positives_in_datastore", not missing, f"true positives missing from their datastore: {missing}"),
+        check(f"{STAGE}.no_labels_in_agent_input", not leaks, f"label fields in what the agent sees: {leaks}",
+              ok=f"no label field in what the agent sees ({len(paths['sample_files'])} samples)"),
+        check(f"{STAGE}.true_positives_in_datastore", not missing, f"true positives missing from their datastore: {missing}",
+              ok=f"every true positive is in its sample's datastore ({len(paths['sample_files'])} samples)"),
     ], template_id="-", template_hash="-", prompt_hash="-", model="-", attempts=1, raw_texts=[])

@@ -63,6 +63,11 @@ def keyword_hits(text: str, keywords: set[str]) -> list[str]:
     return sorted(k for k in keywords if re.search(rf"(?<![a-z0-9]){re.escape(k)}(?![a-z0-9])", lowered))
 
 
+def _each(n: int) -> str:
+    """'the bottleneck' or 'each of the n bottlenecks': what a passing check says holds for them."""
+    return "the bottleneck" if n == 1 else f"each of the {n} bottlenecks"
+
+
 def check_bottlenecks(bottlenecks: list[Bottleneck], world: WorldModel, expected: int) -> list[CheckResult]:
     """Count, T6's diversity (types, people), real names, a dated or identified artifact, 2-3 sentences."""
     names = {r.name.lower() for r in world.relationships}
@@ -71,23 +76,34 @@ def check_bottlenecks(bottlenecks: list[Bottleneck], world: WorldModel, expected
     nameless = [i for i, b in enumerate(bottlenecks, 1)
                 if not any(re.search(rf"\b{re.escape(s)}\b", b.description.lower()) for s in surnames)]
     undated = [i for i, b in enumerate(bottlenecks, 1) if not re.search(r"\d", b.description)]
-    long = [i for i, b in enumerate(bottlenecks, 1) if len(_SENTENCE_END.findall(b.description.strip())) > 3]
+    sentences = [len(_SENTENCE_END.findall(b.description.strip())) for b in bottlenecks]
+    long = [i for i, n in enumerate(sentences, 1) if n > 3]
     types = Counter(b.type for b in bottlenecks)
     people = Counter(b.primary_person.lower() for b in bottlenecks)
     return [
         check("probe_bottlenecks.count", len(bottlenecks) == expected,
-              f"expected {expected} bottlenecks, got {len(bottlenecks)}", expected=expected, got=len(bottlenecks)),
+              f"expected {expected} bottlenecks, got {len(bottlenecks)}",
+              ok=f"{len(bottlenecks)} bottleneck{'' if len(bottlenecks) == 1 else 's'}, as asked",
+              expected=expected, got=len(bottlenecks)),
         check("probe_bottlenecks.primary_person_known", not unknown_primary,
-              f"primary_person must be one of the relationships, by full name: {unknown_primary}"),
+              f"primary_person must be one of the relationships, by full name: {unknown_primary}",
+              ok="every primary person is a relationship, by full name: "
+                 + ", ".join(sorted({b.primary_person for b in bottlenecks}))),
         check("probe_bottlenecks.real_names", not nameless,
-              f"bottleneck(s) {nameless} name nobody from the relationships (T6 rule 1: REAL NAMES)"),
+              f"bottleneck(s) {nameless} name nobody from the relationships (T6 rule 1: REAL NAMES)",
+              ok=f"{_each(len(bottlenecks))} names someone from the relationships"),
         check("probe_bottlenecks.specific", not undated,
-              f"bottleneck(s) {undated} give no date, deadline or identifier (T6 rules 2-3)"),
-        check("probe_bottlenecks.length", not long, f"bottleneck(s) {long} are longer than three sentences"),
+              f"bottleneck(s) {undated} give no date, deadline or identifier (T6 rules 2-3)",
+              ok=f"{_each(len(bottlenecks))} gives a date, deadline or identifier"),
+        check("probe_bottlenecks.length", not long, f"bottleneck(s) {long} are longer than three sentences",
+              ok=f"every bottleneck has at most three sentences (longest {max(sentences, default=0)})"),
         check("probe_bottlenecks.distinct_types", all(n == 1 for n in types.values()) or len(bottlenecks) > 6,
-              f"each bottleneck needs a different type (T6 diversity): {dict(types)}"),
+              f"each bottleneck needs a different type (T6 diversity): {dict(types)}",
+              ok=(f"no type repeats: {', '.join(sorted(types))}" if all(n == 1 for n in types.values()) else
+                  f"{len(types)} types for {len(bottlenecks)} bottlenecks (repeats allowed beyond six): {dict(types)}")),
         check("probe_bottlenecks.distinct_people", all(n == 1 for n in people.values()),
-              f"each bottleneck needs a different primary person (T6 diversity): {dict(people)}"),
+              f"each bottleneck needs a different primary person (T6 diversity): {dict(people)}",
+              ok="no primary person repeats: " + ", ".join(sorted(b.primary_person for b in bottlenecks))),
     ]
 
 
@@ -118,17 +134,19 @@ def check_actions(actions: list[Action], bottlenecks: list[Bottleneck], world: W
             overlap.append(f"{solver.id} shares {own} words with bottleneck {index}, other actions at most {most_other}")
     return [
         check("probe_actions.count", len(actions) == expected, f"expected exactly {expected} actions, got {len(actions)}",
-              expected=expected, got=len(actions)),
+              ok=f"{len(actions)} actions, as asked", expected=expected, got=len(actions)),
         check("probe_actions.unique_ids", all(c == 1 for c in ids.values()),
-              f"action ids must be unique: {[i for i, c in ids.items() if c > 1]}"),
+              f"action ids must be unique: {[i for i, c in ids.items() if c > 1]}", ok=f"{len(ids)} unique action ids"),
         check("probe_actions.one_solver_each", not wrong_solvers and not out_of_range,
               "exactly one action must solve each bottleneck (solves_bottleneck = its 1-based number); "
               f"solvers per bottleneck that are not 1: {wrong_solvers}" + (f"; no bottleneck {out_of_range}" if out_of_range else ""),
-              wrong=wrong_solvers, out_of_range=out_of_range),
+              ok=f"exactly one action solves {_each(n)}", wrong=wrong_solvers, out_of_range=out_of_range),
         check("probe_actions.no_bottleneck_keywords", not leaks,
               "actions must not name the people, organisation or details of a bottleneck (T1 rule 5): "
-              + "; ".join(f"{k}: {', '.join(v)}" for k, v in leaks.items()), leaks=leaks),
+              + "; ".join(f"{k}: {', '.join(v)}" for k, v in leaks.items()),
+              ok=f"all {len(actions)} actions name no person, organisation or detail of a bottleneck", leaks=leaks),
         check("probe_actions.no_lexical_giveaway", not overlap,
               "a solver's description shares more words with its bottleneck than any other action does: "
-              + "; ".join(overlap), severity="warning"),
+              + "; ".join(overlap), ok="no solver's description shares notably more words with its bottleneck "
+              "than the other actions' descriptions do", severity="warning"),
     ]

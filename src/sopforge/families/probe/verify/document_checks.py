@@ -70,15 +70,22 @@ def check_document(doc: ParsedDocument, world: WorldModel, *, words: tuple[int, 
     low, high = words
     return [
         check(f"{name}.length", low <= doc.words <= high,
-              f"{doc.kind} {doc.title!r} has {doc.words} words; write {low}-{high}", words=doc.words),
+              f"{doc.kind} {doc.title!r} has {doc.words} words; write {low}-{high}",
+              ok=f"{doc.kind} {doc.title!r} has {doc.words} words, within {low}-{high}", words=doc.words),
         check(f"{name}.known_people", not strangers and sender_known,
               f"{doc.kind} {doc.title!r}: every address in the header must be the persona's or a relationship's "
-              f"(unknown: {strangers or [doc.sender]})"),
+              f"(unknown: {strangers or [doc.sender]})",
+              ok=f"{doc.kind} {doc.title!r}: everyone in the header is the persona or a relationship"),
         check(f"{name}.date_near_today", days <= max_days,
               f"{doc.kind} {doc.title!r} is dated {doc.date}, {days} days from today ({world.today}); stay within "
-              f"{max_days} days"),
+              f"{max_days} days",
+              ok=f"{doc.kind} {doc.title!r} is dated {doc.date}, {days} days from today ({world.today}), within "
+                 f"{max_days} days"),
         check(f"{name}.no_foreign_identifiers", not leaks,
               f"{doc.kind} {doc.title!r} carries identifiers of "
               + "; ".join(f"bottleneck {i} ({', '.join(ids)})" for i, ids in leaks.items())
-              + " it must not evidence", leaks={str(k): v for k, v in leaks.items()}),
+              + " it must not evidence",
+              ok=f"{doc.kind} {doc.title!r} carries no identifier of "
+                 + ("another bottleneck" if own is not None else "any bottleneck"),
+              leaks={str(k): v for k, v in leaks.items()}),
     ]

@@ -19,11 +19,14 @@ def check_checklist(checklist: Checklist, solver: Action) -> list[CheckResult]:
     return [
         check("probe_plans.checklist_action", step.action_id == solver.id,
               f"task_selection_step.action_id must be {solver.id!r} (the action that resolves this bottleneck), "
-              f"got {step.action_id!r}"),
+              f"got {step.action_id!r}",
+              ok=f"task_selection_step.action_id is {solver.id!r}, the action that resolves this bottleneck"),
         check("probe_plans.expected_parameters", given == required and not empty,
               f"task_selection_step.parameters must give a value to exactly the required parameters of "
               f"{solver.id} ({', '.join(sorted(required))}); missing {sorted(required - given)}, "
-              f"unknown {sorted(given - required)}, empty {empty}"),
+              f"unknown {sorted(given - required)}, empty {empty}",
+              ok=f"task_selection_step.parameters give a value to exactly the {len(required)} required parameters "
+                 f"of {solver.id} ({', '.join(sorted(required))})"),
     ]
 
 
@@ -35,11 +38,16 @@ def check_plan(plan: list[EvidencePlanEntry], world: WorldModel, expected: int) 
     kinds = {e.document_type for e in plan}
     return [
         check("probe_plans.plan_count", len(plan) == expected,
-              f"plan exactly {expected} documents, got {len(plan)}", expected=expected, got=len(plan)),
+              f"plan exactly {expected} documents, got {len(plan)}", ok=f"{len(plan)} documents planned, as asked",
+              expected=expected, got=len(plan)),
         check("probe_plans.distinct_roles", len(set(roles)) == len(roles),
-              "each document must cover a different aspect (evidence_role) of the bottleneck"),
+              "each document must cover a different aspect (evidence_role) of the bottleneck",
+              ok=f"each of the {len(plan)} documents covers a different aspect (evidence_role) of the bottleneck"),
         check("probe_plans.mixed_sources", len(plan) < 2 or len(kinds) >= 2,
-              "spread the evidence over at least two document types (email, calendar, document)"),
+              "spread the evidence over at least two document types (email, calendar, document)",
+              ok=f"the evidence is spread over {len(kinds)} document types: {', '.join(sorted(kinds))}"
+              if len(kinds) >= 2 else f"a single planned document, of type {', '.join(kinds) or 'none'}"),
         check("probe_plans.known_creators", not strangers,
-              f"sender_or_creator must be the persona or a relationship, by full name: {strangers}"),
+              f"sender_or_creator must be the persona or a relationship, by full name: {strangers}",
+              ok=f"each of the {len(plan)} documents is by the persona or a relationship"),
     ]

@@ -25,26 +25,31 @@ def check_personas(personas: list[Persona], context: BusinessContext, expected: 
     unknown_subs = [p.sub_business for p in personas if _norm(p.sub_business) not in subs]
     return [
         check("probe_personas.count", len(personas) == expected, f"expected {expected} personas, got {len(personas)}",
-              expected=expected, got=len(personas)),
+              ok=f"{len(personas)} personas, as asked", expected=expected, got=len(personas)),
         check("probe_personas.distinct_names", len(set(names)) == len(names) and len({n.split()[-1] for n in names})
-              == len(names), "persona names (and surnames) must all differ", names=[p.name for p in personas]),
+              == len(names), "persona names (and surnames) must all differ",
+              ok=f"the {len(personas)} personas' names and surnames all differ", names=[p.name for p in personas]),
         check("probe_personas.roles_from_context", not unknown_roles,
               f"role(s) {unknown_roles} are not key roles of the business context (section 4); use a role "
-              "named there", unknown=unknown_roles),
+              "named there", ok="every persona's role is a key role of the business context (section 4): "
+              + ", ".join(sorted({p.role for p in personas})), unknown=unknown_roles),
         check("probe_personas.sub_business_from_context", not unknown_subs,
               f"sub-business(es) {unknown_subs} are not in the business context's section 2; use a name from it",
-              unknown=unknown_subs),
+              ok="every persona's sub-business is in the business context's section 2: "
+                 + ", ".join(sorted({p.sub_business for p in personas})), unknown=unknown_subs),
     ]
 
 
 def check_org(org: OrgStructure) -> list[CheckResult]:
     return [check("probe_world.team_size", org.direct_reports <= org.team_size,
-                  f"direct_reports ({org.direct_reports}) cannot exceed team_size ({org.team_size})")]
+                  f"direct_reports ({org.direct_reports}) cannot exceed team_size ({org.team_size})",
+                  ok=f"direct_reports ({org.direct_reports}) within team_size ({org.team_size})")]
 
 
 def check_personal(personal: PersonalContext) -> list[CheckResult]:
     return [check("probe_world.goals", len(personal.current_goals) >= 3,
-                  f"give three current goals (T3 asks for three), got {len(personal.current_goals)}")]
+                  f"give three current goals (T3 asks for three), got {len(personal.current_goals)}",
+                  ok=f"{len(personal.current_goals)} current goals (T3 asks for three)")]
 
 
 def check_relationships(relationships: list[Relationship], persona: Persona, domain: str) -> list[CheckResult]:
@@ -57,13 +62,18 @@ def check_relationships(relationships: list[Relationship], persona: Persona, dom
     return [
         check("probe_world.relationship_count", low <= len(relationships) <= high,
               f"a {persona.difficulty} persona has {low}-{high} relationships (T4), got {len(relationships)}",
+              ok=f"{len(relationships)} relationships, within {low}-{high} for the {persona.difficulty} difficulty (T4)",
               got=len(relationships), band=[low, high]),
         check("probe_world.distinct_people", len(set(names)) == len(names) and len(set(surnames)) == len(surnames)
               and _norm(persona.name) not in names and _norm(persona.name).split()[-1] not in surnames,
               "every relationship needs its own full name and surname, different from the persona's (documents "
-              "refer to people by surname)", names=[r.name for r in relationships]),
+              "refer to people by surname)",
+              ok=f"the {len(relationships)} relationships have their own full names and surnames, none the persona's",
+              names=[r.name for r in relationships]),
         check("probe_world.company_addresses", not wrong_domain,
-              f"colleagues and managers use the company domain {domain}: {wrong_domain}", addresses=wrong_domain),
+              f"colleagues and managers use the company domain {domain}: {wrong_domain}",
+              ok=f"every colleague and manager uses the company domain {domain}", addresses=wrong_domain),
         check("probe_world.distinct_addresses", len({r.email for r in relationships}) == len(relationships),
-              "every relationship needs its own e-mail address"),
+              "every relationship needs its own e-mail address",
+              ok=f"the {len(relationships)} relationships have {len(relationships)} different e-mail addresses"),
     ]
