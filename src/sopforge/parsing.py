@@ -12,13 +12,14 @@ anything else is an error the model is asked to correct.
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 from typing import Any
 
 import yaml
 from pydantic import ValidationError
+
+from sopforge.pyast import literal_python
 
 __all__ = [
     "ParseError",
@@ -200,7 +201,7 @@ def extract_literal(text: str) -> Any:
         ParseError: The text is not a Python literal.
     """
     try:
-        return ast.literal_eval(strip_code_fence(text))
+        return literal_python(strip_code_fence(text))
     except (ValueError, SyntaxError) as exc:
         raise ParseError(f"not a Python literal: {one_line(str(exc))}: {one_line(text, 80)!r}") from exc
 

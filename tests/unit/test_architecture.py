@@ -138,3 +138,19 @@ def test_the_registry_and_shared_stages_are_not_families():
 def test_every_implemented_family_is_a_package_with_a_declaration():
     for name in IMPLEMENTED:
         assert (PACKAGE / "families" / name / "family.py").is_file(), name
+
+
+def unlocked_parses(source: str) -> list[int]:
+    """Lines calling ``ast.parse`` or ``ast.literal_eval`` directly (not through ``sopforge.pyast``)."""
+    return [node.lineno for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == "ast"
+            and node.func.attr in ("parse", "literal_eval")]
+
+
+def test_python_is_parsed_only_under_the_lock():
+    # CPython 3.11 can fail two threads parsing at once (python/cpython#106905); stages run in threads.
+    offenders = {module_name(p): lines for p in PACKAGE.rglob("*.py") if p.name != "pyast.py"
+                 if (lines := unlocked_parses(p.read_text(encoding="utf-8")))}
+    assert offenders == {}, "parse with sopforge.pyast.parse_python / literal_python"
+    assert unlocked_parses("import ast\ntree = ast.parse(code)\nvalue = ast.literal_eval(text)\n") == [2, 3]

@@ -13,6 +13,7 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sopforge.pyast import parse_python
 from sopforge.audit.checks_data import shown
 from sopforge.audit.loader import REFERENCE_FILE, FolderContents
 from sopforge.checks import CheckResult, check
@@ -77,7 +78,7 @@ def _module_names(tree: ast.Module) -> dict[str, ast.AST]:
 def analyze_tools(source: str) -> CodeFacts | None:
     """Parse ``tools.py`` and describe its Manager; None when it does not parse."""
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except (SyntaxError, ValueError):
         return None
     facts = CodeFacts()

@@ -7,13 +7,13 @@ of those views of one value are the same value.
 
 from __future__ import annotations
 
-import ast
 import itertools
 import json
 import math
 import re
 from typing import Any
 
+from sopforge.pyast import literal_python
 from sopforge.labels import NA_TOKENS, normalize_label
 
 __all__ = [
@@ -58,7 +58,7 @@ def _parse_literal(text: str) -> Any:
     except ValueError:
         pass
     try:
-        return ast.literal_eval(text)
+        return literal_python(text)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return _MISSING
 

@@ -26,6 +26,7 @@ import ast
 import re
 from dataclasses import asdict, dataclass
 
+from sopforge.pyast import parse_python
 from sopforge.checks import CheckResult, check
 from sopforge.sandbox.anchors import PathAnchors, bound_names, collect_aliases, fold_str, qualify
 from sopforge.sandbox.reach import ReachVisitor
@@ -71,7 +72,7 @@ def check_code(source: str, *, allowed_imports: frozenset[str] = DEFAULT_ALLOWED
         each offending line), or a single passing ``tools.policy`` result.
     """
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except SyntaxError as err:
         line = err.lineno or 0
         return [check("tools.policy.syntax", False, f"line {line}: syntax error: {err.msg}", line=line)]
@@ -96,7 +97,7 @@ def check_code(source: str, *, allowed_imports: frozenset[str] = DEFAULT_ALLOWED
 def imported_modules(source: str) -> set[str]:
     """Return the absolute module names a source imports (empty if it does not parse)."""
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except (SyntaxError, ValueError):
         return set()
     names: set[str] = set()

@@ -27,6 +27,8 @@ import ast
 import re
 from dataclasses import dataclass, field
 
+from sopforge.pyast import parse_python
+
 __all__ = ["MIXIN_CLASS", "MixinMember", "MixinSource", "base_manager_members", "merge_tools_source",
            "module_bindings", "read_mixin"]
 
@@ -123,7 +125,7 @@ def read_mixin(source: str) -> MixinSource:
         SyntaxError: The code does not parse.
         ValueError: There is no top-level ``class DistractorTools``.
     """
-    tree = ast.parse(source)
+    tree = parse_python(source)
     cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == MIXIN_CLASS), None)
     if cls is None:
         raise ValueError(f"the code defines no top-level class {MIXIN_CLASS}")
@@ -170,7 +172,7 @@ def _manager_class(tree: ast.Module, class_name: str) -> ast.ClassDef:
 
 def base_manager_members(base_source: str, class_name: str) -> set[str]:
     """Every name the real Manager has: methods, class attributes and ``self.<x>`` it assigns."""
-    cls = _manager_class(ast.parse(base_source), class_name)
+    cls = _manager_class(parse_python(base_source), class_name)
     names = {n for node in cls.body for n in _member_names(node)}
     for sub in ast.walk(cls):
         if (isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Store) and isinstance(sub.value, ast.Name)
@@ -221,7 +223,7 @@ def merge_tools_source(base_source: str, class_name: str, mixin_source: str, too
     """
     if not tools:
         return base_source
-    tree = ast.parse(base_source)
+    tree = parse_python(base_source)
     cls = _manager_class(tree, class_name)
     mixin = read_mixin(mixin_source)
     base = _unused_name(f"_{class_name}Base", set(module_bindings(tree)) | {MIXIN_CLASS})

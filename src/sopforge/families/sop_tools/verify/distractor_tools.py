@@ -31,6 +31,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from sopforge.pyast import parse_python
 from sopforge.families.sop_tools.models.api_graph import API_NAME_RE, APIGraph
 from sopforge.checks import CheckResult, check
 from sopforge.families.sop_tools.models.data_schema import DataSchema
@@ -77,7 +78,7 @@ def check_distractor_code(code: str, base: ToolsArtifact) -> list[CheckResult]:
                                  f"method: class {MIXIN_CLASS}: def toolName(self, ...): ..."))
         return results
     problems = []
-    tree = ast.parse(code)
+    tree = parse_python(code)
     for node in tree.body:
         is_doc = isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
         is_mixin = isinstance(node, ast.ClassDef) and node.name == MIXIN_CLASS
@@ -90,7 +91,7 @@ def check_distractor_code(code: str, base: ToolsArtifact) -> list[CheckResult]:
                         "read data lazily inside the methods)")
     if mixin.class_node.bases or mixin.class_node.keywords or mixin.class_node.decorator_list:
         problems.append(f"class {MIXIN_CLASS} must be a plain class: no base classes, metaclass or decorators")
-    base_names = module_bindings(ast.parse(base.code.source))
+    base_names = module_bindings(parse_python(base.code.source))
     for name, how in module_bindings(ast.Module(body=mixin.imports, type_ignores=[])).items():
         if name in base_names and base_names[name] != how:
             problems.append(f"'{how}' rebinds {name}, which tools.py binds by '{base_names[name]}'; import under "

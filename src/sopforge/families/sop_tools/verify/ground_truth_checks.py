@@ -13,6 +13,7 @@ import datetime
 import math
 from typing import Any
 
+from sopforge.pyast import parse_python
 from sopforge.families.sop_tools.models.api_graph import APIGraph
 from sopforge.checks import CheckResult, check
 from sopforge.families.sop_tools.models.data_schema import DataSchema, FieldSpec
@@ -126,7 +127,7 @@ def _procedure_checks(source: str) -> list[CheckResult]:
     if results:
         return results
     results.append(check("ground_truth.procedure_policy", True, f"{PROCEDURE_FILE} passes the sandbox policy"))
-    tree = ast.parse(source)
+    tree = parse_python(source)
     fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == PROCEDURE_FUNCTION), None)
     positional = len(fn.args.posonlyargs) + len(fn.args.args) if fn else 0
     ok = fn is not None and (positional >= 2 or fn.args.vararg is not None)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+from sopforge.pyast import parse_python
 from sopforge.parsing import one_line
 from sopforge.families.sop_tools.models.api_graph import API_NAME_RE, APIGraph
 from sopforge.checks import CheckResult
@@ -340,7 +341,7 @@ def check_code_static(code: ToolCode, specs: ToolSpecs) -> list[CheckResult]:
     """
     results = check_code(code.source)
     try:
-        tree = ast.parse(code.source)
+        tree = parse_python(code.source)
     except (SyntaxError, ValueError):
         return results
     managers = _public_manager_names(tree)

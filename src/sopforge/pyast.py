@@ -1,0 +1,28 @@
+"""``ast.parse`` that is safe to call from several threads at once.
+
+CPython 3.11 keeps the AST constructor's recursion depth in interpreter-wide state, so two threads
+parsing at once (the flow runs independent stages and items in Prefect's worker threads) can fail
+with ``SystemError: AST constructor recursion depth mismatch`` (python/cpython#106905). Parsing is
+fast next to everything around it, so one lock costs nothing measurable.
+"""
+
+from __future__ import annotations
+
+import ast
+import threading
+
+__all__ = ["literal_python", "parse_python"]
+
+_LOCK = threading.Lock()
+
+
+def parse_python(source: str) -> ast.Module:
+    """``ast.parse(source)``, one thread at a time (raises SyntaxError like it)."""
+    with _LOCK:
+        return ast.parse(source)
+
+
+def literal_python(text: str):
+    """``ast.literal_eval(text)`` (which parses first), one thread at a time."""
+    with _LOCK:
+        return ast.literal_eval(text)
