@@ -122,11 +122,14 @@ def bwrap_command(*, folder: Path, runtime_files: list[Path], env: dict[str, str
            "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
     for key, value in env.items():
         cmd += ["--setenv", key, value]
+    # The private /tmp first: bwrap mounts in order, so an interpreter or venv that lives under /tmp
+    # (a CI checkout in /tmp) is bound on top of it instead of being hidden by it.
+    cmd += ["--size", str(TMPFS_BYTES), "--tmpfs", "/tmp"]
     cmd += interpreter_mounts()
     cmd += ["--ro-bind", str(folder), FOLDER]
     for path in runtime_files:
         cmd += ["--ro-bind", str(path), f"{RUNTIME}/{path.name}"]
-    cmd += ["--proc", "/proc", "--size", str(TMPFS_BYTES), "--tmpfs", "/tmp", "--remount-ro", "/",
+    cmd += ["--proc", "/proc", "--remount-ro", "/",
             "--chdir", FOLDER]
     if seccomp_fd is not None:
         cmd += ["--seccomp", str(seccomp_fd)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import textwrap
 import time
@@ -365,3 +366,25 @@ def test_only_the_declared_driver_text_skips_the_policy_and_tools_are_still_chec
     (loan_folder / "tools.py").write_text(LOAN_TOOLS + "\nimport subprocess\n")
     hostile = run_in_sandbox(loan_folder, "driver.py", payload, limits=FAST, driver_source=DRIVER)
     assert hostile.error_kind == "policy_violation" and hostile.error_message.startswith("tools.py: ")
+
+
+def test_an_interpreter_that_lives_under_tmp_still_runs_in_the_sandbox(tmp_path: Path, loan_folder: Path):
+    # The sandbox mounts a private /tmp; a checkout (and its venv) under /tmp, as in CI, must stay visible.
+    import subprocess
+    import sys
+    import sysconfig
+
+    venv = tmp_path / "venv-under-tmp"
+    assert str(venv).startswith("/tmp/")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    (site / "outer.pth").write_text(sysconfig.get_paths()["purelib"] + "\n" +
+                                    str(Path(__file__).resolve().parents[3] / "src") + "\n")
+    script = ("import json, pathlib; from sopforge.sandbox import run_in_sandbox, SandboxLimits; "
+              f"r = run_in_sandbox(pathlib.Path({str(loan_folder)!r}), 'tools.py', {{'op': 'call_tools', 'groups': "
+              "[[{'tool': 'getCreditScore', 'input': {'application_id': 'A-0001'}}]]}, "
+              "limits=SandboxLimits(wall_seconds=20, cpu_seconds=10, memory_bytes=512 * 1024 ** 2)); "
+              "print(json.dumps([r.ok, r.results[0][0].result if r.results else r.error_message]))")
+    done = subprocess.run([str(venv / "bin" / "python"), "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [True, {"credit_score": 742}]
