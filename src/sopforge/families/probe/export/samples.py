@@ -87,6 +87,7 @@ def _atomic(path: Path, write) -> Path:
     os.close(fd)
     try:
         write(Path(tmp))
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; an export is shared, and the rest of it is 0644
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
