@@ -21,7 +21,8 @@ from answers import RECORDED_CALLS, THEME, by_stage, prompt_text, recorded_answe
 from sopforge.llm.testserver import FakeLLMServer
 
 pytestmark = pytest.mark.prefect
-NUMBER = re.compile(r'"prescription_number": "RX-(\d+)"')
+# The recorded rows are Python literals (single quotes); JSON-style double quotes match too.
+NUMBER = re.compile(r"""(?P<q>["'])prescription_number(?P=q): (?P=q)RX-(?P<n>\d+)(?P=q)""")
 
 
 def users(body: dict) -> int:
@@ -32,6 +33,7 @@ def test_identifiers_with_leading_zeros_are_fixed_upstream_and_survive_the_expor
     recorded = by_stage()
     schema_line = 'identifier of the prescription being refilled (e.g., "RX-771204")'
     assert schema_line in recorded_answer("schema")
+    assert all(len(NUMBER.findall(recorded_answer("dataset", b))) == 25 for b in ("batch1", "batch2"))
     feedback_seen: dict[str, str] = {}
 
     def respond(body: dict, protocol: str) -> str:
@@ -41,8 +43,8 @@ def test_identifiers_with_leading_zeros_are_fixed_upstream_and_survive_the_expor
         if stage == "schema" and users(body) == 1:
             return answer.replace(schema_line, schema_line.replace("RX-771204", "0771204"))
         if stage == "dataset":
-            return NUMBER.sub(r'"prescription_number": "0\1"' if users(body) == 1 else
-                              r'"prescription_number": "RX-0\1"', answer)
+            prefix = "" if users(body) == 1 else "RX-"
+            return NUMBER.sub(rf"\g<q>prescription_number\g<q>: \g<q>{prefix}0\g<n>\g<q>", answer)
         return answer
 
     with FakeLLMServer(respond) as server:
