@@ -33,6 +33,9 @@ FLUSH_SECONDS = 0.5
 # record of at most the calls answered in the last FLUSH_SECONDS (a resumed run asks them again).
 _pending: dict[str, list[tuple[Callable[[duckdb.DuckDBPyConnection], None], Any]]] = {}
 _pending_lock = threading.Lock()
+# Writes taken off the queue whose transaction has not committed yet: still "queued" to a reader,
+# which would otherwise find them neither in the queue nor in the file for that moment.
+_writing: dict[str, list[tuple[Callable[[duckdb.DuckDBPyConnection], None], Any]]] = {}
 _flushers: dict[str, "StoreBase"] = {}
 
 
@@ -115,7 +118,7 @@ class StoreBase:
     def _queued(self) -> list[Any]:
         """Items queued for writing and not written yet, oldest first."""
         with _pending_lock:
-            return [item for _, item in _pending.get(self._key, [])]
+            return [item for _, item in (*_writing.get(self._key, []), *_pending.get(self._key, []))]
 
     def _flush(self) -> None:
         # Checked under the file's lock: another thread may have written the queue (and the
@@ -165,10 +168,22 @@ class StoreBase:
 def _write_pending(key: str, con: duckdb.DuckDBPyConnection) -> None:
     with _pending_lock:
         writes = _pending.pop(key, [])
-    if writes:
+        if writes:
+            _writing.setdefault(key, []).extend(writes)
+    if not writes:
+        return
+    try:
         with transaction(con):
             for write, _ in writes:
                 write(con)
+    finally:
+        with _pending_lock:
+            done = {id(w) for w in writes}
+            left = [w for w in _writing.get(key, []) if id(w) not in done]
+            if left:
+                _writing[key] = left
+            else:
+                _writing.pop(key, None)
 
 
 @atexit.register

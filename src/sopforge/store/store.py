@@ -450,8 +450,14 @@ class Store(RunHousekeeping):
                     and queued.error is None and queued.response is not None:
                 return queued
         if self._answered is None:
+            # Published before it is filled, so a call recorded meanwhile is added to it by
+            # record_call; one recorded earlier is still queued (or being written) or in the file.
+            answered: set[str] = set()
+            self._answered = answered
+            answered |= {c.request_hash for c in self._queued() if isinstance(c, LLMCallRecord)
+                         and c.error is None and c.response is not None}
             with self._read(flush=False) as con:
-                self._answered = {h for (h,) in con.execute(
+                answered |= {h for (h,) in con.execute(
                     f"SELECT DISTINCT request_hash FROM llm_calls WHERE {_ANSWERED}").fetchall()}
         if request_hash not in self._answered:
             return None

@@ -90,3 +90,31 @@ def test_rejected_answers_stay_recorded_but_are_never_served_from_cache(tmp_path
     assert store.reject_answers(stage_run) == 1
     assert store.cached_response("h1") is None
     assert [c.response for c in store.calls_for_run(run_id)] == ["bad answer"]
+
+
+def test_a_call_being_written_is_still_a_cache_hit(store, run_id, make_call, monkeypatch):
+    # The write-behind takes queued calls off the queue, then commits them: a lookup in between (a
+    # parallel item asking the same prompt) must still find the answer, or the same prompt is paid twice.
+    from sopforge.store import queries
+
+    assert store.cached_response("warm-up") is None  # the set of answered hashes is loaded now
+    seen_mid_write = []
+    insert = queries.insert_call
+
+    def insert_and_look(con, record, params):
+        seen_mid_write.append(store.cached_response(record.request_hash))
+        insert(con, record, params)
+
+    monkeypatch.setattr(queries, "insert_call", insert_and_look)
+    store.record_call(make_call(run_id, "manipulations", request_hash="same-prompt", response="verdict"))
+    store._flush()
+    assert [r.response if r else None for r in seen_mid_write] == ["verdict"]
+    assert store.cached_response("same-prompt").response == "verdict"
+
+
+def test_calls_recorded_before_the_cache_is_first_read_are_hits(store, run_id, make_call):
+    store.record_call(make_call(run_id, "sop", request_hash="early", response="answer"))
+    assert store.cached_response("early").response == "answer"  # still queued
+    store._flush()
+    fresh = type(store)(store.path)
+    assert fresh.cached_response("early").response == "answer"  # written: found in the file
