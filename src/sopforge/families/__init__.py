@@ -28,12 +28,13 @@ from sopforge.errors import UserError
 
 if TYPE_CHECKING:
     from sopforge.checks import CheckResult
+    from sopforge.evaluation.protocol import EvalSpec
     from sopforge.settings import Settings
     from sopforge.theme import ThemeSpec
 
 __all__ = [
     "IMPLEMENTED", "EditSpec", "ExportSpec", "Family", "FamilySummary", "InputContext", "OptionsSpec", "Plan",
-    "StageSpec", "SummaryTable", "TableView", "all_stages", "load_family", "options_sections", "plan", "stage",
+    "StageSpec", "SummaryTable", "TableView", "all_stages", "evaluable", "load_family", "options_sections", "plan", "stage",
 ]
 
 # Families in their default order. A theme without ``families:`` gets all of them.
@@ -170,6 +171,8 @@ class Family:
         scorers: name -> deterministic scoring function (used by the oracle and agent evaluation).
         summarize: builds the family's part of a run summary from its stages' artifact contents.
         json_schemas: extra models (besides the stages' artifacts) whose JSON Schemas go to ``schemas/``.
+        evaluation: how ``sopforge eval`` runs agents on its exports and scores them (its task runner,
+            baselines and report; :class:`sopforge.evaluation.protocol.EvalSpec`); None when it has none yet.
     """
 
     name: str
@@ -181,6 +184,7 @@ class Family:
     scorers: dict[str, Callable[..., Any]] = field(default_factory=dict)
     summarize: Callable[[dict[str, dict[str, Any]]], FamilySummary] | None = None
     json_schemas: dict[str, type[BaseModel]] = field(default_factory=dict)
+    evaluation: "EvalSpec | None" = None
 
 
 @cache
@@ -290,6 +294,11 @@ def stage(name: str) -> StageSpec:
         UserError: no family declares ``name``.
     """
     return plan(IMPLEMENTED).get(name)
+
+
+def evaluable() -> tuple[str, ...]:
+    """Implemented families that declare an evaluation (``sopforge eval --family``)."""
+    return tuple(name for name in IMPLEMENTED if load_family(name).evaluation is not None)
 
 
 def options_sections() -> dict[str, tuple[str, type[BaseModel]]]:
