@@ -151,14 +151,14 @@ def load_folder(path: Path) -> FolderContents:
     if "metadata.json" in contents.present:
         try:
             contents.metadata = json.loads(read_text(path / "metadata.json"))
-        except (OSError, ValueError) as exc:
-            contents.metadata_error = f"metadata.json does not parse: {exc}"
+        except (OSError, ValueError, RecursionError) as exc:  # RecursionError: nested beyond Python's stack
+            contents.metadata_error = f"metadata.json does not parse: {str(exc)[:200]}"
     if "toolspecs.json" in contents.present:
         try:
             contents.toolspecs = json.loads(read_text(path / "toolspecs.json"))
             contents.specs, contents.dropped_specs = spec_views(contents.toolspecs)
-        except (OSError, ValueError) as exc:
-            contents.toolspecs_error = f"toolspecs.json does not parse: {exc}"
+        except (OSError, ValueError, RecursionError) as exc:
+            contents.toolspecs_error = f"toolspecs.json does not parse: {str(exc)[:200]}"
     contents.csv_name = next((n for n in TEST_FILES if n in contents.present), None)
     if contents.csv_name:
         _load_csv(contents, path / contents.csv_name)

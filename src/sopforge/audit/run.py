@@ -1,6 +1,7 @@
 """``audit_folder``: the §9 acceptance checklist for any folder in SOP-Bench layout.
 
-Phases, cheapest first: read the files (``loader``), static checks on data, specs and code,
+Phases, cheapest first: copy the folder as data (``sandbox.staging``: regular files only; the
+original is never read again), read the files (``loader``), static checks on data, specs and code,
 then — only when the code passes the sandbox's AST policy — the runtime checks in sandboxed
 child processes. Code that fails the policy (network, subprocess, ...) is reported and
 never executed: a published folder is untrusted input.
@@ -8,12 +9,9 @@ never executed: a published folder is untrusted input.
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from sopforge.audit.checks_code import analyze_tools, check_policy, check_tools_code
 from sopforge.audit.checks_data import check_csv, check_files, check_metadata, check_outputs
@@ -25,11 +23,14 @@ from sopforge.audit.loader import REFERENCE_FILE, FolderContents, load_folder
 from sopforge.audit.report import AuditReport, SkippedCheck
 from sopforge.audit.stats import folder_stats
 from sopforge.errors import UserError
-from sopforge.checks import CheckResult
+from sopforge.checks import CheckResult, check
 from sopforge.sandbox import SandboxLimits, check_code, run_in_sandbox
 from sopforge.sandbox.boundary import ensure_available
+from sopforge.sandbox.staging import StagedFolder, read_regular_file, stage_folder
 
-__all__ = ["audit_folder"]
+__all__ = ["audit_folder", "check_staging"]
+
+_MAX_REFERENCE_BYTES = 4 * 1024 * 1024
 
 
 def audit_folder(path: Path, *, run: bool = True, reference: Path | None = None,
@@ -56,14 +57,28 @@ def audit_folder(path: Path, *, run: bool = True, reference: Path | None = None,
         raise UserError(f"{path} does not exist: give a benchmark folder (sop.txt, toolspecs.json, tools.py, ...)")
     if not path.is_dir():
         raise UserError(f"{path} is not a folder: give the benchmark folder, not one of its files")
-    if reference is not None and not Path(reference).is_file():
-        raise UserError(f"reference procedure {reference} is not a file")
+    reference_source = None
+    if reference is not None:  # the user named it: a symlink is followed, but only to a regular file
+        reference_source = read_regular_file(Path(reference), max_bytes=_MAX_REFERENCE_BYTES, follow=True).decode(
+            "utf-8", errors="replace")
     if run:
         ensure_available()  # the folder's code is untrusted: no OS boundary, no run (one line, before any work)
     report = AuditReport(folder=str(path), strict=strict)
     started = time.perf_counter()
-    c = load_folder(path)
-    checks: list[CheckResult] = []
+    with tempfile.TemporaryDirectory(prefix="sopforge-audit-") as tmp:
+        # Everything below reads this snapshot, copied as data (regular files only, no links, capped),
+        # never the folder itself; the sandbox runs copy it again the same way.
+        snapshot = stage_folder(path, Path(tmp) / (path.absolute().name or "folder"))
+        _audit(report, snapshot, run=run, reference=reference, reference_source=reference_source, limits=limits)
+    report.timings["total"] = round(time.perf_counter() - started, 3)
+    return report
+
+
+def _audit(report: AuditReport, snapshot: StagedFolder, *, run: bool, reference: Path | None,
+           reference_source: str | None, limits: SandboxLimits | None) -> None:
+    started = time.perf_counter()
+    c = load_folder(snapshot.root)
+    checks: list[CheckResult] = [check_staging(snapshot)]
     checks += check_files(c)
     checks += check_metadata(c)
     checks += check_csv(c)
@@ -72,11 +87,10 @@ def audit_folder(path: Path, *, run: bool = True, reference: Path | None = None,
     tools = oracle_tools(c) if c.specs and c.rows else []
     groups = build_oracle_calls(c, tools)
     checks += check_rows_against_specs(c, tools, groups)
-    policy, failing = check_policy(path)
+    policy, failing = check_policy(snapshot.root)
     checks += policy
     facts = analyze_tools(c.tools_source) if c.tools_source is not None else None
     checks += check_tools_code(c, facts)
-    reference_source = Path(reference).read_text(encoding="utf-8", errors="replace") if reference else None
     external_failed = False
     if reference_source is not None:
         ext = [r.model_copy(update={"name": r.name.replace("tools.policy", "reference.policy", 1),
@@ -87,16 +101,27 @@ def audit_folder(path: Path, *, run: bool = True, reference: Path | None = None,
     report.timings["static"] = round(time.perf_counter() - started, 3)
     report.stats = _stats(c)
     report.checks = checks
-    if run:
-        _runtime(report, c, tools, groups, failing, reference, reference_source, external_failed, limits)
-    else:
+    if not run:
         report.skipped.append(SkippedCheck(name="runtime", reason="runtime checks disabled (run=False / --no-run)"))
-    report.timings["total"] = round(time.perf_counter() - started, 3)
-    return report
+        return
+    _runtime(report, c, tools, groups, failing, reference, reference_source, external_failed, limits,
+             refused=not snapshot.ok)
 
 
-def _unrunnable(c: FolderContents, report: AuditReport, failing: set[str]) -> str | None:
+def check_staging(snapshot: StagedFolder) -> CheckResult:
+    """Every entry of the folder is a regular file the host can copy as data."""
+    return check("files.safe", snapshot.ok,
+                 f"{snapshot.refused_count} entr{'y' if snapshot.refused_count == 1 else 'ies'} of the folder "
+                 f"cannot be copied as data and were left out: {snapshot.summary()}; replace links, FIFOs, devices "
+                 "and native modules with regular files (the folder's code is not run while any is present)",
+                 ok=f"every entry is a regular file ({len(snapshot.files)} files, {snapshot.bytes} bytes)",
+                 refused=[{"file": r.path, "reason": r.reason} for r in snapshot.refused])
+
+
+def _unrunnable(c: FolderContents, report: AuditReport, failing: set[str], refused: bool) -> str | None:
     """Why the tools cannot be run at all, or None."""
+    if refused:
+        return "the folder holds entries that cannot be copied as data (see files.safe)"
     if c.tools_source is None:
         return "tools.py is missing"
     if c.csv_name is None or not c.rows:
@@ -110,26 +135,10 @@ def _unrunnable(c: FolderContents, report: AuditReport, failing: set[str]) -> st
     return None
 
 
-@contextmanager
-def _staged(folder: Path, *, drop: set[str], add: dict[str, str]) -> Iterator[Path]:
-    """``folder`` itself, or a temp copy without ``drop`` and with ``add`` (name -> source)."""
-    if not drop and not add:
-        yield folder
-        return
-    tmp = Path(tempfile.mkdtemp(prefix="sopforge-audit-"))
-    try:
-        work = tmp / folder.name
-        shutil.copytree(folder, work, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", *drop))
-        for name, source in add.items():
-            (work / name).write_text(source, encoding="utf-8")
-        yield work
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
 def _runtime(report: AuditReport, c: FolderContents, tools, groups, failing: set[str], reference: Path | None,
-             reference_source: str | None, external_failed: bool, limits: SandboxLimits | None) -> None:
-    why = _unrunnable(c, report, failing)
+             reference_source: str | None, external_failed: bool, limits: SandboxLimits | None, *,
+             refused: bool) -> None:
+    why = _unrunnable(c, report, failing, refused)
     if why:
         report.skipped.append(SkippedCheck(name="runtime", reason=f"tools not run: {why}"))
         if reference_source is not None or c.reference_source is not None:
@@ -138,22 +147,22 @@ def _runtime(report: AuditReport, c: FolderContents, tools, groups, failing: set
     own_ref_fails = REFERENCE_FILE in failing
     ref_failed = external_failed if reference_source is not None else own_ref_fails
     has_ref = reference_source is not None or c.reference_source is not None
-    drop = {REFERENCE_FILE} if own_ref_fails else set()
-    with _staged(c.path, drop=drop, add={}) as tools_dir:
+    drop = (REFERENCE_FILE,) if own_ref_fails else ()
+    t0 = time.perf_counter()
+    probe = [[{"tool": PROBE_TOOL, "input": {}}]]
+    first = run_in_sandbox(c.path, "tools.py", {"op": "call_tools", "groups": groups + probe}, limits=limits,
+                           exclude=drop)
+    report.timings["oracle"] = round(time.perf_counter() - t0, 3)
+    report.checks += check_oracle(c, tools, groups, first)
+    if first.ok and groups and tools:
         t0 = time.perf_counter()
-        probe = [[{"tool": PROBE_TOOL, "input": {}}]]
-        first = run_in_sandbox(tools_dir, "tools.py", {"op": "call_tools", "groups": groups + probe}, limits=limits)
-        report.timings["oracle"] = round(time.perf_counter() - t0, 3)
-        report.checks += check_oracle(c, tools, groups, first)
-        if first.ok and groups and tools:
-            t0 = time.perf_counter()
-            second = run_in_sandbox(tools_dir, "tools.py", {"op": "call_tools", "groups": groups[::-1]},
-                                    limits=limits)
-            report.timings["determinism"] = round(time.perf_counter() - t0, 3)
-            report.checks += check_determinism(groups, first, second)
-        elif not tools:
-            report.skipped.append(SkippedCheck(name="runtime.deterministic",
-                                               reason="no tool can be called from the CSV alone"))
+        second = run_in_sandbox(c.path, "tools.py", {"op": "call_tools", "groups": groups[::-1]}, limits=limits,
+                                exclude=drop)
+        report.timings["determinism"] = round(time.perf_counter() - t0, 3)
+        report.checks += check_determinism(groups, first, second)
+    elif not tools:
+        report.skipped.append(SkippedCheck(name="runtime.deterministic",
+                                           reason="no tool can be called from the CSV alone"))
     if not has_ref:
         report.skipped.append(SkippedCheck(
             name="labels.reference_procedure",
@@ -165,12 +174,11 @@ def _runtime(report: AuditReport, c: FolderContents, tools, groups, failing: set
         return
     source = Path(reference).name if reference_source is not None else REFERENCE_FILE
     add = {REFERENCE_FILE: reference_source} if reference_source is not None else {}
-    with _staged(c.path, drop=set(), add=add) as ref_dir:
-        t0 = time.perf_counter()
-        result = run_in_sandbox(ref_dir, REFERENCE_FILE, {"op": "run_function", "function": "run_procedure",
-                                                          "calls": reference_calls(c), "tools_entry": "tools.py"},
-                                limits=limits)
-        report.timings["reference"] = round(time.perf_counter() - t0, 3)
+    t0 = time.perf_counter()
+    result = run_in_sandbox(c.path, REFERENCE_FILE, {"op": "run_function", "function": "run_procedure",
+                                                     "calls": reference_calls(c), "tools_entry": "tools.py"},
+                            limits=limits, extra_files=add)
+    report.timings["reference"] = round(time.perf_counter() - t0, 3)
     report.checks += check_reference(c, result, source=source)
 
 

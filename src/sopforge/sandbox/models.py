@@ -9,10 +9,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from sopforge.checks import CheckResult
 
 ErrorKind = Literal["timeout", "cpu_limit", "memory_limit", "policy_violation", "load_error", "crash", "bad_output"]
+# staging: the host copied the folder as data (regular files only, see staging.py);
 # ast_policy: the static check passed; bubblewrap: the child confirmed from inside its uid,
 # capabilities, no_new_privs and fresh user/pid/mount/net/ipc/uts namespaces; seccomp: the
 # kernel filter is loaded; rlimits, audit_hook: set up by the child before user code.
-Layer = Literal["ast_policy", "bubblewrap", "seccomp", "rlimits", "audit_hook", "wall_clock"]
+Layer = Literal["staging", "ast_policy", "bubblewrap", "seccomp", "rlimits", "audit_hook", "wall_clock"]
 
 GIB = 1024 ** 3
 MIB = 1024 ** 2

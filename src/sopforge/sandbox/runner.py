@@ -1,7 +1,8 @@
 """Run LLM-written tool code in a separate, resource-limited, contained Python process.
 
-Layers, outermost first: the AST policy (``policy.py``) rejects the code before anything
-runs; the child (``child.py``) runs inside the bubblewrap container of ``boundary.py`` (its
+Layers, outermost first: the host copies the folder as data (``staging.py``: regular files
+only, no links, FIFOs, devices or native modules, capped) and reads only that copy; the AST
+policy (``policy.py``) rejects the code before anything runs; the child (``child.py``) runs inside the bubblewrap container of ``boundary.py`` (its
 own user, PID, mount, network, IPC and UTS namespaces, uid 65534, no capabilities,
 ``no_new_privs``, a seccomp filter, read-only mounts of only the interpreter and a fresh copy
 of the folder, a clean environment); inside, rlimits on CPU, address space, file size, open
@@ -36,18 +37,19 @@ from pathlib import Path
 from typing import Any
 
 from sopforge.errors import UserError
-from sopforge.checks import CheckResult
+from sopforge.checks import CheckResult, check
 from sopforge.sandbox import boundary
 from sopforge.sandbox.models import SandboxLimits, SandboxResult
 from sopforge.sandbox.outcome import ChildReport, classify, unavailable_reason
 from sopforge.sandbox.policy import DEFAULT_ALLOWED, check_code, imported_modules
+from sopforge.sandbox.staging import StagedFolder, stage_folder
 
 __all__ = ["CHILD_SCRIPT", "GUARD_SCRIPT", "child_command", "run_in_sandbox"]
 
 CHILD_SCRIPT = Path(__file__).with_name("child.py")
 GUARD_SCRIPT = Path(__file__).with_name("guard.py")
 _OPS = {"call_tools": "groups", "run_function": "calls"}
-_LAYER_ORDER = ["ast_policy", "bubblewrap", "seccomp", "rlimits", "audit_hook", "wall_clock"]
+_LAYER_ORDER = ["staging", "ast_policy", "bubblewrap", "seccomp", "rlimits", "audit_hook", "wall_clock"]
 _PRELOAD = ("pandas", "numpy")  # heavy trusted libraries imported before the audit hook
 _SAFE_ENV = {
     "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TZ": "UTC",
@@ -99,15 +101,19 @@ def _policy_checks(folder: Path, allowed: frozenset[str], exempt: str | None = N
     return checks
 
 
-def _validate(folder: Path, entry: str, payload: dict) -> None:
+def _validate(folder: Path, entry: str, payload: dict, extra_files: dict[str, str]) -> None:
+    """Check the arguments' shape; nothing of the folder is read here (see ``_check_entries``)."""
     if not folder.is_dir():
         raise UserError(f"sandbox folder {folder} does not exist")
-    for name in (entry, payload.get("tools_entry")):
+    for name in (entry, payload.get("tools_entry"), *extra_files):
         if name is None:
             continue
         rel = Path(name)
-        if rel.is_absolute() or ".." in rel.parts or not (folder / rel).is_file():
+        if not name or rel.is_absolute() or ".." in rel.parts:
             raise UserError(f"sandbox entry {name!r} must be a file inside {folder}")
+    for name in extra_files:
+        if len(Path(name).parts) != 1:
+            raise UserError(f"sandbox extra file {name!r} must be a plain file name")
     op = payload.get("op")
     if op not in _OPS or not isinstance(payload.get(_OPS[op]), list):
         raise UserError(f"sandbox payload needs op in {sorted(_OPS)} with a list under "
@@ -131,13 +137,31 @@ def _validate(folder: Path, entry: str, payload: dict) -> None:
             raise UserError(f"sandbox payload {_OPS[op]}[{index}] must be {shape}")
 
 
+def _check_entries(work: Path, folder: Path, entry: str, payload: dict) -> None:
+    """The entry modules exist in the staged copy (so they are regular files of the folder)."""
+    for name in (entry, payload.get("tools_entry")):
+        if name is not None and not (work / name).is_file():
+            raise UserError(f"sandbox entry {name!r} must be a file inside {folder}")
+
+
+def _refused(op: str, staged: StagedFolder) -> SandboxResult:
+    message = f"the folder cannot be staged as data: {staged.summary()}"
+    refusals = [{"file": r.path, "reason": r.reason} for r in staged.refused]
+    return SandboxResult(ok=False, op=op, error_kind="policy_violation", error_message=message, layers=["staging"],
+                         checks=[check("tools.policy.files", False, message, refused=refusals,
+                                       refused_count=staged.refused_count)])
+
+
 def run_in_sandbox(folder: Path, entry: str, payload: dict[str, Any], *, limits: SandboxLimits | None = None,
                    skip_policy: bool = False, allowed_imports: frozenset[str] = DEFAULT_ALLOWED,
-                   skip_guard: bool = False, driver_source: str | None = None) -> SandboxResult:
+                   skip_guard: bool = False, driver_source: str | None = None,
+                   extra_files: dict[str, str] | None = None, exclude: tuple[str, ...] = ()) -> SandboxResult:
     """Run user code from ``folder`` in a sandboxed child process.
 
     Args:
-        folder: benchmark folder (tools.py, its CSV, ...); the child works on a read-only copy.
+        folder: benchmark folder (tools.py, its CSV, ...); the child works on a read-only copy made by
+            ``staging.stage_folder`` (regular files only; a folder holding links, FIFOs, devices,
+            native modules or oversized files is refused with a ``policy_violation``).
         entry: module file inside ``folder`` to import, e.g. ``"tools.py"``.
         payload: ``{"op": "call_tools", "groups": [[{"tool": name, "input": {...}}, ...], ...],
             "instance": "shared" | "per_group"}`` or ``{"op": "run_function", "function": name,
@@ -150,35 +174,47 @@ def run_in_sandbox(folder: Path, entry: str, payload: dict[str, Any], *, limits:
         driver_source: ``entry`` is sopforge's own driver with exactly this text (it finds the
             Manager by name, which the policy forbids tool code): the AST policy skips that one
             file, and only while its text is this one; the boundary and the guard still hold.
+        extra_files: files (plain name -> text) written into the staged copy, e.g. sopforge's own
+            driver; a file of the folder with the same name is left out.
+        exclude: file-name patterns of the folder to leave out of the copy.
 
     Returns:
         A SandboxResult; user-code failures are reported in it, never raised.
 
     Raises:
-        UserError: bad arguments (missing folder/entry, malformed payload).
+        UserError: bad arguments (missing folder/entry, malformed payload), an unreadable folder.
         SandboxUnavailable: the OS boundary cannot be set up here; nothing was run.
     """
     limits = limits or SandboxLimits()
     folder = Path(folder)
-    _validate(folder, entry, payload)
-    if driver_source is not None and (folder / entry).read_text(encoding="utf-8") != driver_source:
-        raise UserError(f"sandbox entry {entry!r} is not the driver it was declared to be")
-    checks: list[CheckResult] = []
-    if not skip_policy:
-        checks = _policy_checks(folder, allowed_imports, exempt=entry if driver_source is not None else None)
-        failed = [c for c in checks if not c.passed]
-        if failed:
-            return SandboxResult(ok=False, op=payload["op"], error_kind="policy_violation", checks=checks,
-                                 error_message=failed[0].message, layers=["ast_policy"])
-    boundary.ensure_available()
-    imports = set().union(*(imported_modules(p.read_text(encoding="utf-8", errors="replace"))
-                            for p in folder.rglob("*.py")))
-    preload = [m for m in _PRELOAD if any(i == m or i.startswith(m + ".") for i in imports)]
-    program = boundary.seccomp_program()
+    extra_files = extra_files or {}
+    _validate(folder, entry, payload, extra_files)
     tmp = Path(tempfile.mkdtemp(prefix="sopforge-sandbox-"))
     try:
         work = tmp / "work"
-        shutil.copytree(folder, work, symlinks=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        # The one copy of the folder, made as data (regular files only, no links, capped): every
+        # read below, and the container, see this copy and never the original.
+        staged = stage_folder(folder, work, skip=(*exclude, *extra_files))
+        if not staged.ok:
+            return _refused(payload["op"], staged)
+        for name, text in extra_files.items():
+            (work / name).write_text(text, encoding="utf-8")
+            os.chmod(work / name, 0o644)
+        _check_entries(work, folder, entry, payload)
+        if driver_source is not None and (work / entry).read_text(encoding="utf-8") != driver_source:
+            raise UserError(f"sandbox entry {entry!r} is not the driver it was declared to be")
+        checks: list[CheckResult] = []
+        if not skip_policy:
+            checks = _policy_checks(work, allowed_imports, exempt=entry if driver_source is not None else None)
+            failed = [c for c in checks if not c.passed]
+            if failed:
+                return SandboxResult(ok=False, op=payload["op"], error_kind="policy_violation", checks=checks,
+                                     error_message=failed[0].message, layers=["staging", "ast_policy"])
+        boundary.ensure_available()
+        imports = set().union(*(imported_modules(p.read_text(encoding="utf-8", errors="replace"))
+                                for p in work.rglob("*.py")))
+        preload = [m for m in _PRELOAD if any(i == m or i.startswith(m + ".") for i in imports)]
+        program = boundary.seccomp_program()
         nonce = secrets.token_hex(16)
         child_payload = {**payload, "nonce": nonce, "entry": entry, "sandbox_dir": boundary.FOLDER,
                          "preload": preload, "max_result_bytes": limits.max_result_bytes,
@@ -194,8 +230,8 @@ def run_in_sandbox(folder: Path, entry: str, payload: dict[str, Any], *, limits:
         raise boundary.SandboxUnavailable(f"the sandbox for untrusted code could not be set up: {reason}; "
                                           "nothing was run")
     result = classify(report, op=payload["op"], expected=len(payload[_OPS[payload["op"]]]), limits=limits)
-    if not skip_policy:
-        result.layers = sorted({"ast_policy", *result.layers}, key=_LAYER_ORDER.index)
+    layers = {"staging", *result.layers} | (set() if skip_policy else {"ast_policy"})
+    result.layers = sorted(layers, key=_LAYER_ORDER.index)
     result.checks = checks
     return result
 

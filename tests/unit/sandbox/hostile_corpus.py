@@ -9,7 +9,12 @@ would be a failure of the guard, not a quiet success.
 Fields: ``cls`` the attack class (the issue's four, then the others it lists); ``kinds`` the
 error kinds that count as "stopped" when the code runs; ``static`` a substring the AST policy's
 message must contain (None when the policy cannot see the attack: loops, memory, ...);
-``files`` extra files to put in the folder (name -> symlink target).
+``files`` extra files to put in the folder (name -> symlink target); ``nodes`` entries the host
+must refuse to copy (name -> ``symlink:<target>``, ``fifo``, ``device``, ``sparse:<bytes>``,
+``native``, ``hardlink-outside``: a hard link to a file outside the folder holding a canary key);
+``extra`` regular files (name -> text). ``{MANAGER}`` is the folder's Manager class name.
+A snippet with ``files`` or ``nodes`` is stopped by the host's staging, before any sandbox exists,
+in every mode.
 """
 
 from __future__ import annotations
@@ -27,6 +32,13 @@ class Snippet:
     static: str | None = "is not allowed"
     kinds: tuple[str, ...] = VIOLATION
     files: dict[str, str] = field(default_factory=dict)
+    nodes: dict[str, str] = field(default_factory=dict)
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def staged(self) -> bool:
+        """The host's staging refuses this folder (it holds a link, FIFO, device, native module, ...)."""
+        return bool(self.files or self.nodes)
 
 
 _WALK = '''
@@ -36,6 +48,20 @@ _base = getattr(_cls, _j(["__ba", "se__"]))
 for _c in getattr(_base, _j(["__subcl", "asses__"]))():
     if _c.__name__ == "_wrap_close":
         _g = getattr(getattr(_c, "__init__"), _j(["__glo", "bals__"]))
+'''
+
+# A tool that passes the policy and answers an unknown tool name with the folder's notes.txt, which the
+# audit's probe call then shows: harmless on a regular file, a leak if the host copied a link's target.
+_NOTES_MANAGER = '''
+import os
+_NOTES_HERE = os.path.dirname(os.path.abspath(__file__))
+class AaNotesManager({MANAGER}):
+    def process_tool_call(self, tool_name, tool_input):
+        try:
+            return super().process_tool_call(tool_name, tool_input)
+        except ValueError:
+            with open(os.path.join(_NOTES_HERE, "notes.txt"), "rb") as handle:
+                return handle.read().decode("latin-1")
 '''
 
 SNIPPETS: list[Snippet] = [
@@ -339,4 +365,20 @@ for _name in ("ctypes", "_ctypes", "subprocess"):
 import ctypes
 ctypes.CDLL(None).system(b"touch {MARKER}")
 '''),
+    # Issue 20, items 1-2: what the host does with the folder before any sandbox exists. Each tool
+    # below passes the policy; the folder around it is the attack.
+    Snippet("notes_linked_to_parent_environ_via_probe", "i20.1 host copy follows links", _NOTES_MANAGER,
+            nodes={"notes.txt": "symlink:/proc/self/environ"},
+            extra={"reference_procedure.py": "import socket\n"}),
+    Snippet("notes_hard_linked_to_outside_secret", "i20.1 host copy follows links", _NOTES_MANAGER,
+            nodes={"notes.txt": "hardlink-outside"}),
+    Snippet("helper_py_linked_to_dev_zero", "i20.2 host reads hostile files", "import helper\n",
+            nodes={"helper.py": "symlink:/dev/zero"}),
+    Snippet("helper_py_is_a_fifo", "i20.2 host reads hostile files", "import helper\n",
+            nodes={"helper.py": "fifo"}),
+    Snippet("helper_py_is_a_device_node", "i20.2 host reads hostile files", "import helper\n",
+            nodes={"helper.py": "device"}),
+    Snippet("sparse_4_gib_data_file", "i20.2 host reads hostile files", "", nodes={"big.csv": "sparse:4294967296"}),
+    Snippet("native_module_shadows_helper_py", "i20.5 native module", "import helper\n",
+            nodes={"helper.cpython-311-x86_64-linux-gnu.so": "native"}, extra={"helper.py": "VALUE = 1\n"}),
 ]

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import socket
+import stat
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from hostile_corpus import Snippet
 
@@ -43,10 +48,38 @@ def hostile_folder(base: Path, snippet: Snippet, scene: Scene, source_dir: Path 
     folder = base / f"bench-{snippet.id}"
     shutil.copytree(source_dir, folder)
     tools = folder / "tools.py"
-    tools.write_text(tools.read_text() + "\n" + scene.fill(snippet.source))
+    text = tools.read_text()
+    manager = re.search(r"^class (\w+Manager)\b", text, re.MULTILINE).group(1)
+    tools.write_text(text + "\n" + scene.fill(snippet.source).replace("{MANAGER}", manager))
     for name, target in snippet.files.items():
         (folder / name).symlink_to(target)
+    for name, text in snippet.extra.items():
+        (folder / name).write_text(text)
+    for name, kind in snippet.nodes.items():
+        _make_node(folder / name, kind, scene)
     return folder
+
+
+def _make_node(path: Path, kind: str, scene: Scene) -> None:
+    if kind.startswith("symlink:"):
+        path.symlink_to(kind.split(":", 1)[1])
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        if os.geteuid() != 0:
+            pytest.skip("creating a device node needs root")
+        os.mknod(path, stat.S_IFCHR | 0o644, os.makedev(1, 5))  # /dev/zero's numbers
+    elif kind.startswith("sparse:"):
+        with open(path, "wb") as handle:
+            handle.truncate(int(kind.split(":", 1)[1]))
+    elif kind == "native":
+        path.write_bytes(b"\x7fELF\x02\x01\x01" + b"\0" * 57)
+    elif kind == "hardlink-outside":
+        secret = scene.marker.parent.parent / f"secret-{path.name}"
+        secret.write_text("\n".join(scene.canaries))
+        os.link(secret, path)
+    else:
+        raise ValueError(kind)
 
 
 def assert_no_effect(scene: Scene, seen: str, folder: Path, tools_text: str) -> None:

@@ -38,7 +38,7 @@ def test_the_audit_fails_a_folder_carrying_the_snippet(tmp_path: Path, scene: Sc
     report = audit_folder(folder, limits=LIMITS)
     assert not report.ok
     failed = {c.name for c in report.errors}
-    assert failed & {"runtime.guard", "runtime.completes", "runtime.tools_load"} or any(
+    assert failed & {"runtime.guard", "runtime.completes", "runtime.tools_load", "files.safe"} or any(
         name.startswith("tools.policy.") for name in failed), failed
     assert_no_effect(scene, json.dumps(report.to_json(), default=str), folder, tools_text)
 

@@ -40,8 +40,11 @@ def test_each_snippet_is_stopped_and_reported(tmp_path: Path, scene: Scene, snip
     result = run(folder, mode)
     seen = result.model_dump_json()
     assert not result.ok, f"reported as a clean run: {seen[:500]}"
-    if mode == "full" and snippet.static:
-        assert result.layers == ["ast_policy"] and result.error_kind == "policy_violation"
+    if snippet.staged:  # refused by the host's copy, whatever the mode: no sandbox was started
+        assert result.layers == ["staging"] and result.error_kind == "policy_violation", result.error_message
+        assert "cannot be staged as data" in result.error_message
+    elif mode == "full" and snippet.static:
+        assert result.layers == ["staging", "ast_policy"] and result.error_kind == "policy_violation"
         messages = " ".join(c.message for c in result.checks if not c.passed)
         assert snippet.static in messages, messages
     else:
@@ -56,7 +59,8 @@ def test_the_os_boundary_alone_contains_each_snippet(tmp_path: Path, scene: Scen
     folder = hostile_folder(tmp_path, snippet, scene)
     tools_text = (folder / "tools.py").read_text()
     result = run(folder, "os_only")
-    assert "audit_hook" not in result.layers and "bubblewrap" in result.layers
+    assert "audit_hook" not in result.layers
+    assert "bubblewrap" in result.layers or (snippet.staged and result.layers == ["staging"]), result.layers
     assert_no_effect(scene, result.model_dump_json(), folder, tools_text)
 
 
@@ -101,7 +105,7 @@ def test_what_the_sandbox_sees_from_inside(tmp_path: Path, scene: Scene):
         "                'pids': sorted(p for p in os.listdir('/proc') if p.isdigit()), 'cwd': os.getcwd()}\n")
     result = run_in_sandbox(folder, "tools.py", {"op": "call_tools", "groups": [[{"tool": "probe"}]]}, limits=LIMITS,
                             skip_policy=True, skip_guard=True)
-    assert result.ok and result.layers == ["bubblewrap", "seccomp", "rlimits", "wall_clock"]
+    assert result.ok and result.layers == ["staging", "bubblewrap", "seccomp", "rlimits", "wall_clock"]
     seen = result.results[0][0].result
     assert seen["uid"] == boundary.SANDBOX_UID and seen["cwd"] == boundary.FOLDER
     assert seen["pids"] == ["1", "2"]  # bubblewrap's init and the child: nothing of the host

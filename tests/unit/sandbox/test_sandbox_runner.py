@@ -89,7 +89,7 @@ def test_a_well_behaved_manager_returns_correct_json_results(loan_folder: Path):
     assert not failed.ok and failed.error.type == "ValueError"
     assert failed.error.message == "unknown application_id A-9999" and failed.error.line == 14
     assert [c.passed for c in result.checks] == [True]
-    assert result.layers == ["ast_policy", "bubblewrap", "seccomp", "rlimits", "audit_hook", "wall_clock"]
+    assert result.layers == ["staging", "ast_policy", "bubblewrap", "seccomp", "rlimits", "audit_hook", "wall_clock"]
     assert result.peak_rss_bytes and result.peak_rss_bytes > 1024 ** 2
 
 
@@ -97,7 +97,7 @@ def test_code_failing_the_ast_policy_never_starts(tmp_path: Path):
     folder = tool_folder(tmp_path, "return subprocess.run(['true']).returncode\n", header="import subprocess\n")
     result = run_one(folder, skip_policy=False)
     assert result.error_kind == "policy_violation" and result.exit_code is None and result.results == []
-    assert result.layers == ["ast_policy"]
+    assert result.layers == ["staging", "ast_policy"]
     assert result.error_message.startswith("tools.py: line 1: import of 'subprocess' is not allowed "
                                            "(tools may not start processes or threads); line 4: subprocess.run")
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import datetime
 import random
 import re
-import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +33,7 @@ from sopforge.families.sop_tools.verify.ground_truth_bundle import (
     CSV_FILE, PROCEDURE_FILE, TOOLS_FILE, TOOLSPECS_FILE, input_columns, write_rows_csv,
 )
 from sopforge.sandbox import SandboxLimits
+from sopforge.sandbox.staging import read_regular_file
 
 __all__ = ["FIELD_TYPES", "FieldVerdict", "extended_schema", "verify_distractor_fields", "verify_field_candidates"]
 
@@ -110,8 +110,8 @@ def verify_distractor_fields(bundle_folder: Path, schema: DataSchema, api_graph:
                 continue
             folder = Path(tmp) / name
             folder.mkdir()
-            for part in (TOOLS_FILE, TOOLSPECS_FILE, PROCEDURE_FILE):
-                shutil.copy(Path(bundle_folder) / part, folder / part)
+            for part in (TOOLS_FILE, TOOLSPECS_FILE, PROCEDURE_FILE):  # as data: regular files, no links
+                (folder / part).write_bytes(read_regular_file(Path(bundle_folder) / part))
             perturbed = _rotated(rows, name, seed)
             write_rows_csv(folder / CSV_FILE, perturbed, schema)
             gt, _ = compute_ground_truth(folder, schema, api_graph, perturbed, limits=limits, check_determinism=False)

@@ -7,8 +7,6 @@ all rows; :func:`_row_runs` turns the sandbox's outcomes into one :class:`_RowRu
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -100,13 +98,10 @@ class _RowRun:
 
 
 def _execute(folder: Path, cases: list[dict[str, str]], limits: SandboxLimits | None) -> SandboxResult:
-    with tempfile.TemporaryDirectory(prefix="sopforge-gt-") as tmp:
-        work = Path(tmp) / "bundle"
-        shutil.copytree(folder, work, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", HARNESS_FILE))
-        (work / HARNESS_FILE).write_text(HARNESS_SOURCE, encoding="utf-8")
-        payload = {"op": "run_function", "function": "run_case", "tools_entry": TOOLS_FILE,
-                   "calls": [{"args": [case]} for case in cases]}
-        return run_in_sandbox(work, HARNESS_FILE, payload, limits=limits)
+    payload = {"op": "run_function", "function": "run_case", "tools_entry": TOOLS_FILE,
+               "calls": [{"args": [case]} for case in cases]}
+    # The runner stages the bundle as data and writes the harness into its copy.
+    return run_in_sandbox(folder, HARNESS_FILE, payload, limits=limits, extra_files={HARNESS_FILE: HARNESS_SOURCE})
 
 
 def _row_runs(result: SandboxResult) -> list[_RowRun]:

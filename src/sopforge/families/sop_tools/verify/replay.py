@@ -20,8 +20,6 @@ runs say ``stateful: False`` and carry no state.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -211,14 +209,12 @@ def replay_plans(folder: Path, plans: list[list[dict[str, Any]]], *, fresh: bool
         The sandbox result (``ok`` False when the process itself failed) and one run per plan that
         completed, in order.
     """
-    with tempfile.TemporaryDirectory(prefix="sopforge-replay-") as tmp:
-        work = Path(tmp) / "folder"
-        shutil.copytree(folder, work, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", DRIVER_FILE))
-        (work / DRIVER_FILE).write_text(DRIVER_SOURCE, encoding="utf-8")
-        flags = fresh if isinstance(fresh, list) else [fresh] * len(plans)
-        payload = {"op": "run_function", "function": "replay",
-                   "calls": [{"args": [p, f]} for p, f in zip(plans, flags, strict=True)]}
-        result = run_in_sandbox(work, DRIVER_FILE, payload, limits=limits, driver_source=DRIVER_SOURCE)
+    flags = fresh if isinstance(fresh, list) else [fresh] * len(plans)
+    payload = {"op": "run_function", "function": "replay",
+               "calls": [{"args": [p, f]} for p, f in zip(plans, flags, strict=True)]}
+    # The runner stages the folder as data and writes the driver into its copy (never into the folder).
+    result = run_in_sandbox(folder, DRIVER_FILE, payload, limits=limits, driver_source=DRIVER_SOURCE,
+                            extra_files={DRIVER_FILE: DRIVER_SOURCE})
     return result, _runs(result, len(plans))
 
 
