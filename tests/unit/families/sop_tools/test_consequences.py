@@ -183,8 +183,8 @@ def test_a_write_on_a_forbidden_branch_is_named_with_its_tasks(domain, tmp_path)
                                       domain.rows, limits=LIMITS, check_determinism=False)
     message = failed(checks)["ground_truth.writes_follow_sop"]
     assert message.startswith("writes that do not follow the SOP's branches: sendRenewalRequest is called on "
-                              "RR-471540, RR-405517, RR-407731 and 2 more (the SOP writes it when blocking_reason in "
-                              "prescription_expired | no_refills_remaining)")
+                              "RR-471540, RR-405517, RR-407731 and 2 more (the SOP writes it when blocking_reason is "
+                              "\"prescription_expired\" or \"no_refills_remaining\")")
 
 
 def test_the_reference_stage_re_asks_a_procedure_that_writes_on_a_forbidden_branch(scripted, settings, domain):

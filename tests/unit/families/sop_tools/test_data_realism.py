@@ -1,4 +1,6 @@
-"""Data that looks like data (issue 16, items 6 and 7): conditional fields, identifiers, spread, correlations.
+"""Data that looks like data (issue 16, items 6 and 7): conditional fields and the schema annotations.
+
+The realism heuristics (spread, identifiers, correlations) are tried in test_dataset_realism.py.
 
 Each check is tried on the recorded example's rows (which pass) and on those rows spoiled the way a
 careless model spoils them; a failing batch goes back to the model like any other check.
@@ -12,10 +14,8 @@ import pytest
 
 from sopforge.families.sop_tools.models.data_schema import DataSchema
 from sopforge.families.sop_tools.models.dataset import DatasetBatch
-from sopforge.families.sop_tools.stages import dataset as dataset_stage
-from sopforge.families.sop_tools.verify.dataset_checks import (
-    conditional_checks, placeholder_problem, realism_checks, spearman,
-)
+from sopforge.families.sop_tools.verify.dataset_checks import conditional_checks, placeholder_problem
+from sopforge.families.sop_tools.verify.dataset_realism import realism_checks
 from sopforge.families.sop_tools.verify.gx_suite import validate_rows
 from sopforge.families.sop_tools.verify.schema_checks import check_schema
 from sopforge.llm.providers._files import read_response
@@ -104,48 +104,3 @@ def test_a_placeholder_where_the_fact_does_not_exist_is_named(schema, rows):
 def test_placeholder_values(value, problem):
     found = placeholder_problem(value)
     assert (found is None) if problem is None else found.startswith(problem)
-
-
-# --- identifiers, spread and correlations ----------------------------------------------------------
-
-def test_identifiers_that_count_up_are_named(schema, rows):
-    counted = [{**r, "request_id": f"RR-{100101 + i}"} for i, r in enumerate(rows)]
-    message = failed(realism_checks(counted, schema, "request_id"))["dataset.realism.id_sequence"]
-    assert message.startswith("request_id values count up by 1 from row to row (24 of 24 steps, e.g. RR-100101, "
-                              "RR-100102, RR-100103)")
-
-
-def test_a_number_that_barely_varies_is_named_and_a_realistic_cluster_is_not(schema, rows):
-    flat = [{**r, "last_days_supply": 30} for r in rows]
-    assert failed(realism_checks(flat, schema, "request_id"))["dataset.realism.numeric_spread"].startswith(
-        "numeric fields without a realistic spread: last_days_supply: 1 distinct value(s) in 25 rows, 30 in 25")
-    clustered = [{**r, "last_days_supply": (30, 30, 30, 90, 28)[i % 5]} for i, r in enumerate(rows)]
-    assert "dataset.realism.numeric_spread" not in failed(realism_checks(clustered, schema, "request_id"))
-
-
-def test_a_declared_correlation_missing_from_the_rows_is_named(schema, rows):
-    reversed_fills = [{**r, "last_fill_date": rows[-1 - i]["last_fill_date"]} for i, r in enumerate(rows)]
-    message = failed(realism_checks(reversed_fills, schema, "request_id"))["dataset.realism.correlations"]
-    assert message.startswith("correlations the schema declares do not show in the rows: last_fill_date vs "
-                              "request_date: rank correlation -")
-
-
-def test_spearman_handles_ties_and_constants():
-    assert spearman([1, 2, 2, 3], [10, 20, 20, 30]) == pytest.approx(1.0)
-    assert spearman([1, 1, 1], [1, 2, 3]) is None
-
-
-def test_the_dataset_stage_re_asks_a_batch_of_counted_identifiers(scripted, settings, good_context, schema):
-    good = recorded("dataset__batch1")
-    counted = good
-    for i, r in enumerate(DatasetBatch.parse(good, schema).rows):
-        counted = counted.replace(f"'{r['request_id']}'", f"'RR-{100101 + i}'", 1)
-    sop = recorded("sop__main")
-    from sopforge.families.sop_tools.models.sop import SOPDocument
-
-    inputs = dataset_stage.DatasetInputs(theme_slug="pharmacy_refills", context=good_context, schema=schema,
-                                         sop=SOPDocument.parse(sop), n_rows=25, batch_size=25)
-    llm, provider = scripted([counted, good])
-    result = dataset_stage.run(inputs, llm=llm, settings=settings, model="m", temperature=0.1)
-    assert result.attempts == 2 and len(result.artifact.rows) == 25
-    assert "- dataset.realism.id_sequence: request_id values count up by 1" in provider.requests[1].messages[-1].content

@@ -345,8 +345,27 @@ def test_a_call_that_raises_on_a_valid_row_is_reported_with_its_line(world, spec
     bad = failed(runtime(world, specs, code))
     assert "tools.runtime.calls_succeed" in bad
     message = bad["tools.runtime.calls_succeed"]
-    assert message.startswith("calls raised on 24 of 24 rows: getInteractionAlerts({\"patient_id\": \"P-41584\", ")
+    assert message.startswith("calls raised on 24 of 24 rows, every one a valid case on record (raise only for invalid "
+                              "arguments; where a step does not apply to a case, return None for the outputs that do "
+                              "not exist): getInteractionAlerts({\"patient_id\": \"P-41584\", ")
     assert "raised KeyError: 'blocking_reason' (prescription_id='RX-004512' and 23 more rows)" in message
+
+
+def test_an_intermediate_value_that_does_not_exist_for_a_case_may_be_none(world, specs):
+    """The tool-code prompt asks for None where a step does not apply to a valid case, instead of an error
+    (issue 19); the old check refused None as 'a NoneType, schema type float'."""
+    # The ratio only matters while supply is left; past the supply the step does not apply.
+    code = code_with(("        return {\"early_refill_ratio\": ratio}",
+                      "        return {\"early_refill_ratio\": None if elapsed >= supply else ratio}"),
+                     ("        ratio = _to_float(early_refill_ratio, \"early_refill_ratio\")",
+                      "        ratio = 1.0 if early_refill_ratio is None else _to_float(early_refill_ratio, "
+                      "\"early_refill_ratio\")"))
+    checks = runtime(world, specs, code)
+    assert failed(checks) == {}
+    nones = [r for r in world[2].rows if r["days_since_last_fill"] >= r["last_fill_days_supply"]]
+    assert 0 < len(nones) < len(world[2].rows)  # some cases do get None, so the check really saw it
+    template = (Path(__file__).resolve().parents[4] / "prompts" / "sop_bench" / "tool_code.j2").read_text()
+    assert "an output that does not exist for that case is None" in template
 
 
 def test_csv_strings_returned_unconverted_are_named(world, specs):

@@ -18,6 +18,8 @@ import networkx as nx
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
+from sopforge.families.sop_tools.models import write_conditions
+from sopforge.families.sop_tools.models.write_conditions import Conditions
 from sopforge.parsing import ParseError, extract_tag, one_line, strip_code_fence
 
 __all__ = [
@@ -91,18 +93,6 @@ class APIDependency(BaseModel):
     dependency_reason: str = Field(description="Evidence: the parameter passed or the state relied on.")
 
 
-def _labels(value: Any) -> Any:
-    # when: {field: [values]}: booleans and numbers are compared as the schema labels them.
-    if not isinstance(value, dict):
-        return value
-    out = {}
-    for key, values in value.items():
-        items = values if isinstance(values, list) else [values]
-        out[key] = [("true" if v else "false") if isinstance(v, bool) else str(v) if isinstance(v, (int, float))
-                    else v for v in items]
-    return out
-
-
 class APISpec(BaseModel):
     """One node of the graph: a read (a look-up or computation) or a write (it changes the simulated database)."""
 
@@ -116,9 +106,12 @@ class APISpec(BaseModel):
         "writes_table (record a decision, open a referral, notify a party) and returns only its record_id."))
     writes_table: str | None = Field(None, description="Write APIs: the snake_case table of the simulated database "
                                                        "it writes one record per case into.")
-    when: Annotated[dict[str, list[str]], BeforeValidator(_labels)] = Field(default_factory=dict, description=(
-        "Write APIs: the branch of the SOP on which the write happens, as field -> allowed values (all must hold; "
-        "usually decision fields). The SOP forbids the write on every other branch. {} means on every branch."))
+    when: Annotated[Conditions, BeforeValidator(write_conditions.normalize)] = Field(default_factory=dict, description=(
+        "Write APIs: the branch of the SOP on which the write happens, as field -> entries (every field must "
+        "match; a field matches when one of its entries does). An entry is a value label, a number, or a "
+        "comparison with a number ('> 0', '!= 0', '>= 2500'). A list of such mappings means any of them. The SOP "
+        "forbids the write on every other branch. {} means on every branch (sopforge.families.sop_tools.models."
+        "write_conditions)."))
     sop_steps: list[str] = Field(default_factory=list,
                                  description="Main Procedure step numbers (e.g. '5.2.1') the API implements.")
     input_parameters: list[InputParameter] = Field(default_factory=list, description="Inputs, in call order.")
@@ -144,12 +137,17 @@ class APISpec(BaseModel):
 
     def allowed_on(self, values: dict[str, Any]) -> bool:
         """Whether the SOP allows (and requires) this write on a task with these field values."""
-        for name, allowed in self.when.items():
-            value = values.get(name)
-            label = ("true" if value else "false") if isinstance(value, bool) else "" if value is None else str(value)
-            if label.lower() not in {a.lower() for a in allowed}:
-                return False
-        return True
+        return write_conditions.satisfied(self.when, values)
+
+    @property
+    def conditional(self) -> bool:
+        """Whether the write happens on some branches only."""
+        return bool(write_conditions.alternatives(self.when))
+
+    @property
+    def when_text(self) -> str:
+        """The write's branch in plain words (``every branch`` when it has no condition)."""
+        return write_conditions.render(self.when)
 
     @property
     def input_names(self) -> list[str]:

@@ -21,6 +21,7 @@ __all__ = [
     "NUMERIC_TYPES",
     "NA_TOKENS",
     "MAX_FIELDS",
+    "NUMBER_KINDS",
     "Correlation",
     "FieldCondition",
     "FieldSpec",
@@ -49,7 +50,13 @@ _BULLET_RE = re.compile(r"^[-*•]\s+")
 _PRESENT_IF_RE = re.compile(r"^present_if\s*:\s*(?P<field>[A-Za-z_][A-Za-z0-9_]*)\s*=\s*(?P<values>.+)$", re.IGNORECASE)
 # [correlates: last_days_supply +] / [correlates: age_years -]
 _CORRELATES_RE = re.compile(r"^correlates\s*:\s*(?P<field>[A-Za-z_][A-Za-z0-9_]*)\s*(?P<sign>[+-])$", re.IGNORECASE)
-_ANNOTATIONS = "choices, range, decision, present_if, correlates"
+_KIND_RE = re.compile(r"^kind\s*:\s*(?P<kind>[a-z_]+)$", re.IGNORECASE)
+_ANNOTATIONS = "choices, range, decision, present_if, correlates, kind"
+#: What a number is, which decides what a realistic spread of it looks like (issue 19): a measurement
+#: varies from case to case; a count of events is often zero; a parameter is set by policy or
+#: configuration (a threshold, a rate, a limit), the same for everyone or fixed per category.
+NUMBER_KINDS: tuple[str, ...] = ("measurement", "count", "parameter")
+NumberKind = Literal["measurement", "count", "parameter"]
 
 
 class FieldCondition(BaseModel):
@@ -95,6 +102,10 @@ class FieldSpec(BaseModel):
     present_if: FieldCondition | None = Field(
         None, description="Conditional field: it has a value only on rows where the condition holds ([present_if]).")
     correlates: Correlation | None = Field(None, description="Declared correlation with another field ([correlates]).")
+    kind: NumberKind | None = Field(None, description=(
+        "Integer and float fields ([kind: ...]): 'measurement' varies from case to case, 'count' counts events and "
+        "is often zero, 'parameter' is set by policy or configuration (the same for all cases, or fixed per "
+        "category such as a threshold per country). None: not stated (treated as a measurement)."))
 
     def labels(self) -> list[str]:
         """Values a decision field can take: its choices, or true/false for a boolean."""
@@ -113,6 +124,8 @@ class FieldSpec(BaseModel):
             line += f" [present_if: {self.present_if.text()}]"
         if self.correlates is not None:
             line += f" [correlates: {self.correlates.field} {self.correlates.sign}]"
+        if self.kind is not None:
+            line += f" [kind: {self.kind}]"
         if self.decision:
             line += " [decision]"
         return line
@@ -196,7 +209,7 @@ def _parse_line(line: str, tag: str, role: str) -> FieldSpec:
     if not m:
         raise ParseError(bad)
     rest = m.group("rest")
-    choices = minimum = maximum = present_if = correlates = None
+    choices = minimum = maximum = present_if = correlates = number_kind = None
     decision = False
     seen: set[str] = set()
     while (a := _TRAILING_ANNOTATION_RE.search(rest)) is not None:
@@ -229,6 +242,12 @@ def _parse_line(line: str, tag: str, role: str) -> FieldSpec:
                 raise ParseError(f"<{tag}> line has a malformed [{ann}]; write [correlates: other_field +] or "
                                  f"[correlates: other_field -]: {one_line(line)!r}")
             correlates = Correlation(field=c.group("field"), sign=c.group("sign"))
+        elif kind == "kind":
+            k = _KIND_RE.match(ann)
+            if not k or k.group("kind").lower() not in NUMBER_KINDS:
+                raise ParseError(f"<{tag}> line has a malformed [{ann}]; write [kind: measurement], [kind: count] or "
+                                 f"[kind: parameter]: {one_line(line)!r}")
+            number_kind = k.group("kind").lower()
         else:
             raise ParseError(f"<{tag}> line has an unknown annotation [{ann}] (allowed: {_ANNOTATIONS}): "
                              f"{one_line(line)!r}")
@@ -240,7 +259,7 @@ def _parse_line(line: str, tag: str, role: str) -> FieldSpec:
         name=m.group("name"), type=re.sub(r"\s+", "", m.group("type")).lower(),
         description=e.group("desc").strip().rstrip(","), example=e.group("example").strip(),
         choices=choices, minimum=minimum, maximum=maximum, role=role, decision=decision,
-        present_if=present_if, correlates=correlates,
+        present_if=present_if, correlates=correlates, kind=number_kind,
     )
 
 

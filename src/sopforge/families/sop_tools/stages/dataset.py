@@ -32,7 +32,8 @@ from sopforge.families.sop_tools.models.sop import SOPDocument
 from sopforge.settings import Settings
 from sopforge.ask import StageResult, ask_until_valid
 from sopforge.families.sop_tools.verify import gx_suite
-from sopforge.families.sop_tools.verify.dataset_checks import realism_checks, row_checks
+from sopforge.families.sop_tools.verify.dataset_checks import row_checks
+from sopforge.families.sop_tools.verify.dataset_realism import realism_checks
 
 __all__ = ["STAGE", "TEMPLATE_ID", "BATCH_BUDGET_FACTOR", "DatasetInputs", "existing_rows_hint", "run"]
 
@@ -80,7 +81,7 @@ def existing_rows_hint(rows: list[dict[str, Any]], schema: DataSchema, id_field:
         lines.append(f"Identifiers already used (never reuse one): {', '.join(str(r[id_field]) for r in rows)}")
     coverage = choice_coverage(rows, schema)
     if coverage:
-        lines.append("How often each value occurs so far (favour the rarer ones, especially zeros):")
+        lines.append("How often each value occurs so far (favour the rare ones the SOP's rules name, especially zeros):")
         lines += [f"- {name}: " + ", ".join(f"{value} {count}" for value, count in counts.items())
                   for name, counts in coverage.items()]
     return "\n".join(lines)
@@ -185,7 +186,9 @@ def run(inputs: DatasetInputs, *, llm: LLMClient, settings: Settings, model: str
             report = gx_suite.validate_rows(new, schema)
             log["gx_failures"].append(len(report.failures))
             log["seconds"].append(report.seconds)
-            checks = report.checks + row_checks(new, schema, id_field) + realism_checks(new, schema, id_field)
+            # Realism is judged over every row kept so far, not this batch alone: a problem that only shows
+            # once batches are merged is then re-asked here, at the batch that causes it (issue 19).
+            checks = report.checks + row_checks(new, schema, id_field) + realism_checks(kept + new, schema, id_field, sop)
             return _Outcome(batch=batch, new_rows=new, duplicate_ids=dup_ids, duplicate_rows=dup_rows), checks
 
         try:
@@ -211,9 +214,11 @@ def run(inputs: DatasetInputs, *, llm: LLMClient, settings: Settings, model: str
                       rows_requested=inputs.n_rows,
                       duplicates_dropped=sum(r.duplicate_ids + r.duplicate_rows for r in records),
                       batches=records, gx_suite=gx_suite.suite_json(schema))
-    checks = final_checks(dataset, schema, gx_seconds=gx_seconds)
+    checks = final_checks(dataset, schema, sop, gx_seconds=gx_seconds)
     failed = blocking_failures(checks)
     if failed:
+        # Every final check also runs inside the batch asks (row checks per batch, realism over all rows so
+        # far), so this is a safety net: a failure here means a check the batches cannot see was added.
         names = ", ".join(c.name for c in failed)
         raise _fail(f"dataset: final checks {names} failed: " + "; ".join(c.message for c in failed),
                     [{"name": c.name, "message": c.message, "severity": c.severity, "details": c.details}
@@ -224,12 +229,14 @@ def run(inputs: DatasetInputs, *, llm: LLMClient, settings: Settings, model: str
         prompt_hash=first.prompt_hash, model=model, attempts=sum(r.attempts for r in records), raw_texts=raw_texts)
 
 
-def final_checks(dataset: Dataset, schema: DataSchema, *, gx_seconds: list[float] | None = None) -> list[CheckResult]:
+def final_checks(dataset: Dataset, schema: DataSchema, sop: SOPDocument | None = None, *,
+                 gx_seconds: list[float] | None = None) -> list[CheckResult]:
     """Checks over the whole dataset before the tools stage runs (DESIGN, chain row 'dataset').
 
     Args:
         dataset: All kept rows with their batch records.
         schema: The data schema.
+        sop: The SOP (its numeric thresholds decide whether a flat field is an error).
         gx_seconds: Wall time of each batch-level GX validation, reported in the details.
 
     Returns:
@@ -239,7 +246,7 @@ def final_checks(dataset: Dataset, schema: DataSchema, *, gx_seconds: list[float
     start = time.perf_counter()
     report = gx_suite.validate_rows(dataset.rows, schema)
     checks = (report.checks + row_checks(dataset.rows, schema, dataset.id_field)
-              + realism_checks(dataset.rows, schema, dataset.id_field))
+              + realism_checks(dataset.rows, schema, dataset.id_field, sop))
     counts = dataset.counts
     enough = dataset.row_count >= dataset.rows_requested
     checks.append(check(

@@ -96,9 +96,8 @@ def render_write_tools(graph: APIGraph) -> str:
     """The ``write_tools`` parameter: each write tool, its table, what it records and its branch."""
     lines = []
     for api in graph.write_apis:
-        when = " and ".join(f"{k} is " + " or ".join(f'"{v}"' for v in values) for k, values in api.when.items())
         lines.append(f"- {api.api_name}: writes {api.writes_table} with {', '.join(api.input_names)}; "
-                     + (f"only when {when}" if when else "on every branch"))
+                     + (f"only when {api.when_text}" if api.conditional else "on every branch"))
     return "\n".join(lines) or "There is no write tool."
 
 

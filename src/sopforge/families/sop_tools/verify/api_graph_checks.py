@@ -17,6 +17,7 @@ from sopforge.checks import CheckResult, check
 from sopforge.families.sop_tools.models.data_schema import DataSchema
 from sopforge.families.sop_tools.models.dataset import find_id_field
 from sopforge.families.sop_tools.models.sop import SOPDocument
+from sopforge.families.sop_tools.models.write_conditions import alternatives, parse_entry
 
 __all__ = ["check_graph"]
 
@@ -194,6 +195,39 @@ def _where_from(decision: bool, role: str, producers: list[str], api: str) -> st
     return "is output by no API: add it to the outputs of the API that computes it"
 
 
+def condition_problems(when: Any, fields: dict[str, Any]) -> list[str]:
+    """What is wrong with a write's ``when``: unknown fields, labels the field does not have, comparisons on a
+    field that is not a number (``models/write_conditions.py`` defines the forms)."""
+    problems = []
+    if isinstance(when, list) and any(not option for option in when):
+        problems.append("an alternative of the list is empty (leave when out, or {}, for every branch)")
+    for option in alternatives(when):
+        for name, entries in option.items():
+            field = fields.get(name)
+            if field is None:
+                problems.append(f"{name} is not a field of the schema")
+                continue
+            if not entries:
+                problems.append(f"{name} lists no value")
+            numeric = field.type in ("integer", "float")
+            labels = {x.lower() for x in field.labels()}
+            for entry in entries:
+                op, operand = parse_entry(entry)
+                if isinstance(operand, float):
+                    if not numeric:
+                        problems.append(f"{entry!r} compares {name} with a number, but {name} is a {field.type}")
+                elif op not in ("==", "!="):
+                    problems.append(f"{entry!r}: {op} needs a number")
+                elif numeric:
+                    problems.append(f"{entry!r} is not a number, and {name} is a {field.type}")
+                elif not labels:
+                    problems.append(f"{name} is a {field.type} without a fixed set of values: name an enum or "
+                                    "boolean field, or compare a number")
+                elif str(operand).lower() not in labels:
+                    problems.append(f"{operand} is not a value of {name} ({' | '.join(field.labels())})")
+    return problems
+
+
 def _write_checks(graph: APIGraph, schema: DataSchema) -> list[CheckResult]:
     """Reads and writes: what each declares, where decisions may flow, and on which branch each write happens."""
     fields = {f.name: f for f in schema.fields}
@@ -208,16 +242,7 @@ def _write_checks(graph: APIGraph, schema: DataSchema) -> list[CheckResult]:
                                "only the record_id of the record it made: list no output_parameters)")
             if id_field and id_field not in a.input_names:
                 keys.append(f"{a.api_name} does not take {id_field} (a write records one case, named by its id)")
-            for name, allowed in a.when.items():
-                field = fields.get(name)
-                labels = {x.lower() for x in field.labels()} if field is not None else set()
-                if field is None or not labels:
-                    conditions.append(f"{a.api_name}.when: {name} is not an enum or boolean field of the schema")
-                elif bad := [v for v in allowed if v.lower() not in labels]:
-                    conditions.append(f"{a.api_name}.when: {', '.join(bad)} is not a value of {name} "
-                                      f"({' | '.join(field.labels())})")
-                elif not allowed:
-                    conditions.append(f"{a.api_name}.when: {name} lists no value")
+            conditions += [f"{a.api_name}.when: {p}" for p in condition_problems(a.when, fields)]
         else:
             if a.writes_table or a.when:
                 effects.append(f"{a.api_name} is a read but declares writes_table/when (set effect: \"write\" if "
@@ -235,7 +260,7 @@ def _write_checks(graph: APIGraph, schema: DataSchema) -> list[CheckResult]:
             elif p.source == "decision" and not field.decision:
                 decision_inputs.append(f"{a.api_name}.{p.name}: source \"decision\" is only for [decision] fields")
     writes = graph.write_apis
-    conditional = [a.api_name for a in writes if a.when]
+    conditional = [a.api_name for a in writes if a.conditional]
     return [
         _result("api_graph.effects", effects, f"{'; '.join(effects)}", "reads and writes are declared consistently",
                 problems=effects),
@@ -248,7 +273,8 @@ def _write_checks(graph: APIGraph, schema: DataSchema) -> list[CheckResult]:
         _result("api_graph.write_keys", keys, f"{'; '.join(keys)}", "every write names the case it records",
                 problems=keys),
         _result("api_graph.write_conditions", conditions,
-                f"{'; '.join(conditions)}; write when as {{field: [values]}} with fields and values of the schema",
+                f"{'; '.join(conditions)}; write when as {{field: [entries]}} with schema fields, each entry a value of "
+                "the field or, for a number, a comparison such as \"> 0\" or \"!= 0\"",
                 "every write's branch condition uses schema values", problems=conditions),
         _result("api_graph.decision_inputs", decision_inputs, f"{'; '.join(decision_inputs)}",
                 "decisions flow only into writes, with source decision", problems=decision_inputs),

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import datetime
-import math
-import re
-from collections import Counter
 from typing import Any
 
 from sopforge.checks import CheckResult, check
@@ -16,7 +12,7 @@ from sopforge.families.sop_tools.models.dataset import (
 from sopforge.families.sop_tools.verify.csv_checks import values_check
 from sopforge.labels import NA_TOKENS
 
-__all__ = ["conditional_checks", "placeholder_problem", "realism_checks", "row_checks", "spearman"]
+__all__ = ["conditional_checks", "placeholder_problem", "row_checks"]
 
 
 def _quoted(found: list[dict[str, Any]]) -> str:
@@ -119,110 +115,3 @@ def conditional_checks(rows: list[dict[str, Any]], schema: DataSchema, id_field:
                   f"{_quoted(found)}" if found else
                   (f"conditional fields ({', '.join(f.name for f in fields)}) follow their conditions" if fields
                    else "no conditional field"), offending=found[:MAX_QUOTED], count=len(found))]
-
-
-# --------------------------------------------------------------------------------------- realism (issue 16 item 6)
-
-SEQUENCE_SHARE = 0.5  # a step that repeats between more than half the consecutive ids makes them a counter
-MIN_ROWS = 8  # fewer rows say nothing about spread or correlation
-MIN_DISTINCT_SHARE = 0.1  # numeric fields: distinct values / rows (unless the range holds fewer); low, since real
-# fields cluster (a days supply is 30, 90 or 28; an alert count is mostly 0): it catches a column that barely
-# varies (every row 30), not a realistic cluster
-MIN_CORRELATION = 0.2  # a declared correlation must show at least this rank correlation, with its sign
-_TRAILING_NUMBER = re.compile(r"(\d+)\D*$")
-
-
-def _rank(values: list[float]) -> list[float]:
-    order = sorted(range(len(values)), key=values.__getitem__)
-    ranks = [0.0] * len(values)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            ranks[order[k]] = (i + j) / 2
-        i = j + 1
-    return ranks
-
-
-def spearman(xs: list[float], ys: list[float]) -> float | None:
-    """Spearman's rank correlation (ties averaged); None when either side is constant."""
-    rx, ry = _rank(xs), _rank(ys)
-    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
-    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
-    vx, vy = sum((a - mx) ** 2 for a in rx), sum((b - my) ** 2 for b in ry)
-    return cov / math.sqrt(vx * vy) if vx and vy else None
-
-
-def _ordinal(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(datetime.date.fromisoformat(value).toordinal())
-        except ValueError:
-            return None
-    return None
-
-
-def realism_checks(rows: list[dict[str, Any]], schema: DataSchema, id_field: str | None = None) -> list[CheckResult]:
-    """Data that looks like data: ids no counter made, numbers with a spread, the correlations the schema declares.
-
-    Returns:
-        ``dataset.realism.id_sequence``, ``dataset.realism.numeric_spread`` and
-        ``dataset.realism.correlations`` (passed when there are too few rows to judge).
-    """
-    results = []
-    numbers = [int(m.group(1)) for r in rows if id_field and isinstance(r.get(id_field), str)
-               and (m := _TRAILING_NUMBER.search(r[id_field]))]
-    steps = [b - a for a, b in zip(numbers, numbers[1:])]
-    step, count = Counter(steps).most_common(1)[0] if steps else (0, 0)
-    counter = len(numbers) >= MIN_ROWS and count > SEQUENCE_SHARE * len(steps)
-    results.append(check(
-        "dataset.realism.id_sequence", not counter,
-        f"{id_field} values count up by {step} from row to row ({count} of {len(steps)} steps, e.g. "
-        f"{', '.join(str(r[id_field]) for r in rows[:3])}): real identifiers are not consecutive in a batch of cases; "
-        "draw them irregularly (e.g. RR-418203, RR-402917, RR-455830)" if counter
-        else "identifiers do not follow a counter", step=step, share=round(count / len(steps), 3) if steps else 0))
-
-    flat = []
-    if len(rows) >= MIN_ROWS:
-        for f in schema.existing:
-            if f.type not in ("integer", "float"):
-                continue
-            values = [r.get(f.name) for r in rows if isinstance(r.get(f.name), (int, float))
-                      and not isinstance(r.get(f.name), bool)]
-            if len(values) < MIN_ROWS:
-                continue
-            span = int(f.maximum - f.minimum + 1) if f.type == "integer" and f.minimum is not None else len(values)
-            needed = min(max(2, math.ceil(MIN_DISTINCT_SHARE * len(values))), span)
-            value, top = Counter(values).most_common(1)[0]
-            distinct = len(set(values))
-            if distinct < needed:
-                flat.append(f"{f.name}: {distinct} distinct value(s) in {len(values)} rows, {value!r} in {top}")
-    results.append(check(
-        "dataset.realism.numeric_spread", not flat,
-        f"numeric fields without a realistic spread: {'; '.join(flat[:MAX_QUOTED])}; vary the values across rows as "
-        "real cases would (keep the boundary values the SOP needs, and spread the others)" if flat
-        else "numeric fields have a realistic spread", fields=flat))
-
-    weak = []
-    if len(rows) >= MIN_ROWS:
-        for f in schema.existing:
-            if f.correlates is None:
-                continue
-            pairs = [(a, b) for r in rows if (a := _ordinal(r.get(f.name))) is not None
-                     and (b := _ordinal(r.get(f.correlates.field))) is not None]
-            rho = spearman([a for a, _ in pairs], [b for _, b in pairs]) if len(pairs) >= MIN_ROWS else None
-            sign = 1 if f.correlates.sign == "+" else -1
-            if rho is None or rho * sign < MIN_CORRELATION:
-                shown = "none (a constant side)" if rho is None else f"{rho:+.2f}"
-                weak.append(f"{f.name} vs {f.correlates.field}: rank correlation {shown}, declared {f.correlates.sign}")
-    results.append(check(
-        "dataset.realism.correlations", not weak,
-        f"correlations the schema declares do not show in the rows: {'; '.join(weak)}; make the values move "
-        "together as declared" if weak else "declared correlations show in the rows", fields=weak))
-    return results

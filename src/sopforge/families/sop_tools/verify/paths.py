@@ -103,8 +103,7 @@ def write_checks(tasks: list[Task], graph: APIGraph) -> list[CheckResult]:
     def listed(found: dict[str, list[str]], verb: str) -> list[str]:
         out = []
         for name, ids in found.items():
-            when = graph.api(name).when
-            rule = "; ".join(f"{k} in {' | '.join(v)}" for k, v in when.items()) or "every branch"
+            rule = graph.api(name).when_text
             more = f" and {len(ids) - 3} more" if len(ids) > 3 else ""
             out.append(f"{name} {verb} on {', '.join(ids[:3])}{more} (the SOP writes it when {rule})")
         return out

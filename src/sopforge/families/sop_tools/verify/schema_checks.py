@@ -128,7 +128,8 @@ def check_schema(schema: DataSchema) -> list[CheckResult]:
 
 
 def _annotation_checks(schema: DataSchema) -> list[CheckResult]:
-    """``schema.conditional_fields`` and ``schema.correlations``: what [present_if] and [correlates] refer to."""
+    """``schema.conditional_fields``, ``schema.correlations`` and ``schema.number_kinds``: what [present_if],
+    [correlates] and [kind] refer to."""
     by_name = {f.name: f for f in schema.fields}
     conditional = []
     for f in schema.fields:
@@ -158,7 +159,12 @@ def _annotation_checks(schema: DataSchema) -> list[CheckResult]:
             correlations.append(f"{f.name}: only existing integer, float or date fields can declare a correlation")
         elif other is None or other.role != "existing" or other.type not in _ORDERED_TYPES or other.name == f.name:
             correlations.append(f"{f.name}: {corr.field!r} must be another existing integer, float or date field")
+    kinds = [f"{f.name} ({f.type})" for f in schema.fields if f.kind is not None and f.type not in ("integer", "float")]
     return [
+        _result("schema.number_kinds", kinds,
+                f"[kind: ...] on fields that are not numbers: {', '.join(kinds)}; it says what an integer or float "
+                "is (measurement, count or parameter): remove it from other types",
+                "[kind] annotations are on numeric fields", fields=kinds),
         _result("schema.conditional_fields", conditional,
                 f"bad [present_if] annotations: {'; '.join(conditional)}; write [present_if: other_field = value] on "
                 "an existing field that has no value on some rows, naming an existing enum or boolean field",

@@ -33,8 +33,10 @@ def record_id(table: str, case_id: Any) -> str:
 
 
 def _value_problem(value: Any, field) -> str | None:
-    if value is None and field.present_if is not None:
-        return None  # a conditional field has no value on some rows
+    if value is None and (field.present_if is not None or field.role == "to_be_obtained"):
+        # A conditional field has no value on some rows; an intermediate value does not exist on a case its
+        # step does not apply to (the tool answers every valid case, with None there: issue 19).
+        return None
     t = field.type
     if t == "integer":
         ok = isinstance(value, int) and not isinstance(value, bool)
@@ -78,7 +80,9 @@ def judge_rows(runs: list[ReplayRun], rows: list[dict[str, Any]], labels: list[s
     existing = {f.name for f in schema.existing}
     decisions = {f.name for f in schema.decisions}
     writes = {a.api_name for a in graph.write_apis}
-    conditional = {f.name for f in schema.existing if f.present_if is not None}
+    # Values a case may lack: a conditional field, or an intermediate whose step does not apply to the case.
+    may_be_none = ({f.name for f in schema.existing if f.present_if is not None}
+                   | {f.name for f in schema.to_be_obtained if not f.decision})
     valid = {n: _validator(s) for n, s in _valid_schemas(specs).items()}
     raised, shape, keys, decided, types, data, recall, bad_args = (_Findings() for _ in range(8))
     seen: dict[str, dict[str, set[str]]] = {n: {"in": set(), "out": set(), "rows": set()} for n in order}
@@ -115,7 +119,7 @@ def judge_rows(runs: list[ReplayRun], rows: list[dict[str, Any]], labels: list[s
                 shape.add((tool, "dict"), label, f"{tool}: returned {_short(value, 60)}, not a non-empty dict")
                 continue
             args = entry.get("input") or {}
-            absent = any(v is None and k in conditional for k, v in args.items())  # a branch never passes it
+            absent = any(v is None and k in may_be_none for k, v in args.items())  # a branch never passes it
             if tool in valid and not absent and checked_args < ARGUMENT_CHECK_CALLS and (
                     err := next(iter(valid[tool].iter_errors(args)), None)) is not None:
                 bad_args.add((tool, tuple(err.path)), label, f"{tool}: {one_line(err.message, 80)}")
@@ -154,8 +158,9 @@ def judge_rows(runs: list[ReplayRun], rows: list[dict[str, Any]], labels: list[s
         return _result(name, lines, f"{lead} {_few(lines)}", ok, problems=lines[:20], rows=found.rows, **kw)
 
     return [
-        judged("tools.runtime.calls_succeed", raised, f"calls raised on {raised.rows} of {len(rows)} rows:",
-               f"every call succeeded on {len(rows)} rows"),
+        judged("tools.runtime.calls_succeed", raised, f"calls raised on {raised.rows} of {len(rows)} rows, every one "
+               "a valid case on record (raise only for invalid arguments; where a step does not apply to a case, "
+               "return None for the outputs that do not exist):", f"every call succeeded on {len(rows)} rows"),
         judged("tools.runtime.results_shape", shape, "every tool must return a non-empty, JSON-encodable dict "
                "(convert values with int(), float(), str(), bool()):", "results are JSON dicts"),
         judged("tools.runtime.result_keys", keys, "result keys must be schema fields and include every output of the "
