@@ -17,14 +17,15 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, Field, ValidationError
 
 from sopforge.errors import ValidationFailed
+from sopforge.llm.output_limits import cut_off, max_tokens_for
 from sopforge.llm.types import LLMClient, LLMRequest, Message
 from sopforge.parsing import ParseError, describe_validation_error, one_line
 from sopforge.prompts import RenderedPrompt
-from sopforge.checks import CheckResult, blocking_failures
+from sopforge.checks import CheckResult, apply_waivers, blocking_failures
 from sopforge.settings import Settings
 
-__all__ = ["Mapper", "StageResult", "ask_keeping_answers", "ask_until_valid", "failed_with_answers", "fan_out",
-           "reask_message", "sequential_map", "using_mapper", "with_feedback"]
+__all__ = ["Mapper", "StageResult", "ask_keeping_answers", "ask_until_valid", "complete_whole", "failed_with_answers",
+           "fan_out", "reask_message", "sequential_map", "using_mapper", "with_feedback"]
 
 T = TypeVar("T", bound=BaseModel)
 Item = TypeVar("Item")
@@ -33,6 +34,10 @@ R = TypeVar("R")
 FEEDBACK_LEAD = "Reviewer feedback on the previous version, address it:"
 REASK_LEAD = "Your answer could not be accepted:"
 REASK_TAIL = "Reply again with the complete answer in the same format."
+CONTINUE_MESSAGE = ("Your answer was cut off at the output limit. Continue exactly where it stopped, with the very "
+                    "next characters: do not repeat anything already written and do not start over.")
+#: Continuations of one answer cut off at the output limit (each a call of its own).
+MAX_CONTINUATIONS = 4
 
 
 # --- independent calls inside a stage ------------------------------------------------------------
@@ -154,7 +159,8 @@ def ask_until_valid(
             pydantic ValidationError when the text cannot be read.
         stage: Stage name recorded on each request, e.g. ``"sop"``.
         call_key_prefix: ``"<theme_slug>/<stage>/<item>"``; attempt n uses ``"<prefix>/a<n>"``.
-        settings: Supplies ``max_attempts`` and ``max_tokens``.
+        settings: Supplies ``max_attempts`` and the ``max_tokens`` cap (the budget is the stage's, see
+            ``sopforge.llm.output_limits``).
         model: Model name sent with the request.
         temperature: Sampling temperature.
         feedback: Reviewer feedback to address, appended to the prompt.
@@ -172,11 +178,12 @@ def ask_until_valid(
     report: list[dict[str, Any]] = []
     for attempt in range(1, settings.max_attempts + 1):
         request = LLMRequest(
-            messages=list(messages), model=model, temperature=temperature, max_tokens=settings.max_tokens,
+            messages=list(messages), model=model, temperature=temperature,
+            max_tokens=max_tokens_for(stage, model, settings.max_tokens),
             call_key=f"{call_key_prefix}/a{attempt}", stage=stage, attempt=attempt,
             template_id=rendered.template_id, template_hash=rendered.template_hash,
         )
-        raw = llm.complete(request).text
+        raw = complete_whole(llm, request)
         raw_texts.append(raw)
         try:
             artifact, checks = parse_and_check(raw)
@@ -188,6 +195,7 @@ def ask_until_valid(
             report = [{"name": f"{stage}.model", "message": describe_validation_error(exc, stage),
                        "severity": "error", "details": {}}]
         else:
+            checks = apply_waivers(checks, settings.waivers)
             report = _failure_report(stage, checks)
             if not report:
                 return StageResult[Any](
@@ -199,6 +207,28 @@ def ask_until_valid(
             messages += [Message(role="assistant", content=raw),
                          Message(role="user", content=reask_message([f"{r['name']}: {r['message']}" for r in report]))]
     raise _validation_failed(stage, report, raw_texts)
+
+
+def complete_whole(llm: LLMClient, request: LLMRequest) -> str:
+    """The whole answer to ``request``: an answer cut off at the output limit is continued, in the same
+    conversation, up to MAX_CONTINUATIONS times, and the parts are joined (call keys ``…/a1/c2``, ``…/c3``).
+
+    An answer still cut off after the last continuation is returned as it is: parsing it fails, and the
+    re-ask says so.
+    """
+    response = llm.complete(request)
+    parts = [response.text]
+    for number in range(2, MAX_CONTINUATIONS + 2):
+        if not cut_off(response):
+            break
+        so_far = "".join(parts)
+        follow = request.model_copy(update={
+            "messages": [*request.messages, Message(role="assistant", content=so_far),
+                         Message(role="user", content=CONTINUE_MESSAGE)],
+            "call_key": f"{request.call_key}/c{number}"})
+        response = llm.complete(follow)
+        parts.append(response.text)
+    return "".join(parts)
 
 
 def ask_keeping_answers(raw_texts: list[str], llm: LLMClient, rendered: RenderedPrompt, *, step: str | None = None,

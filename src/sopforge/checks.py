@@ -15,8 +15,13 @@ class CheckResult(BaseModel):
     details: dict[str, Any] = Field(default_factory=dict, description="Machine-readable specifics (offending names, counts).")
 
     @property
+    def waived(self) -> str | None:
+        """Why a person overruled this failed check (theme file ``waive:``, ``--waive`` or a review), or None."""
+        return self.details.get("waived")
+
+    @property
     def blocking(self) -> bool:
-        return not self.passed and self.severity == "error"
+        return not self.passed and self.severity == "error" and self.waived is None
 
 
 def check(name: str, passed: bool, message: str, *, ok: str | None = None,
@@ -39,3 +44,19 @@ def check(name: str, passed: bool, message: str, *, ok: str | None = None,
 
 def blocking_failures(checks: list[CheckResult]) -> list[CheckResult]:
     return [c for c in checks if c.blocking]
+
+
+def apply_waivers(checks: list[CheckResult], waivers: dict[str, str]) -> list[CheckResult]:
+    """Mark the failed checks a person overruled: they stay failed (and say so) but no longer block.
+
+    Args:
+        checks: Results of one answer or one artifact.
+        waivers: Check name → the reason given (theme file ``waive:``, ``--waive CHECK=REASON``, a review).
+
+    Returns:
+        The same checks; each failed one named in ``waivers`` carries ``details["waived"]`` with the reason.
+    """
+    if not waivers:
+        return checks
+    return [c.model_copy(update={"details": {**c.details, "waived": waivers[c.name]}})
+            if not c.passed and c.name in waivers else c for c in checks]

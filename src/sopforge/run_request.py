@@ -21,7 +21,7 @@ CLI_OPTIONS = {"base_url": "--base-url", "families": "--family"}
 
 def resolve_spec(theme_file: Path | None, theme: str | None, overrides: dict[str, Any], *,
                  add_gates: list[str] = (), remove_gates: list[str] = (),
-                 option_label: str | None = None) -> tuple[ThemeSpec, Path | None]:
+                 option_label: str | None = None, waivers: dict[str, str] | None = None) -> tuple[ThemeSpec, Path | None]:
     """Build the ThemeSpec from a file or ``--theme``; command-line options win over the file.
 
     An invalid option is reported as that option (``--rows -5: ...``), not as an error in the file;
@@ -39,6 +39,9 @@ def resolve_spec(theme_file: Path | None, theme: str | None, overrides: dict[str
         data, source = {"theme": theme}, "--theme"
     given = {k: v for k, v in overrides.items() if v is not None}
     data.update(given)
+    if waivers:
+        data["waive"] = {**(data.get("waive") or {}), **waivers}
+        given["waive"] = waivers
     sources = {k: option_label.format(k) if option_label else CLI_OPTIONS.get(k, f"--{k}") for k in given}
     spec = build_spec(data, source=source, sources=sources)
     if add_gates or remove_gates:

@@ -40,7 +40,12 @@ class Settings(BaseSettings):
     provider: str = Field("anthropic", description="Default LLM provider: anthropic, openai, replay, exchange or scripted.")
     model: str | None = Field(None, description="Default model; each provider has its own fallback.")
     temperature: float = Field(0.1, description="Default sampling temperature (TELLER uses 0.1 throughout).")
-    max_tokens: int = Field(8192, description="Default completion budget per call.")
+    waivers: dict[str, str] = Field(default_factory=dict, description=(
+        "Checks a person overruled for this run, check name -> reason; set by the run from the theme file's "
+        "waive:, --waive and review decisions (sopforge.checks.apply_waivers)."))
+    max_tokens: int | None = Field(None, ge=1, description=(
+        "Upper bound on every call's completion budget. Unset: each stage's own budget, bounded by the model's "
+        "published output limit (sopforge.llm.output_limits)."))
 
     anthropic_api_key: SecretStr | None = Field(None, validation_alias=AliasChoices("ANTHROPIC_API_KEY"))
     openai_api_key: SecretStr | None = Field(None, validation_alias=AliasChoices("OPENAI_API_KEY"))

@@ -59,6 +59,10 @@ class ThemeSpec(BaseModel):
     batch: bool = Field(False, description=(
         "Send each stage's independent calls through the provider's batch API (OpenAI Batch, Anthropic Message "
         "Batches): half price, answers within hours; a stopped run polls the same jobs when resumed."))
+    waive: dict[str, str] = Field(default_factory=dict, description=(
+        "Checks overruled for this theme, check name -> the reason (e.g. dataset.realism.numeric_spread: 'duty "
+        "thresholds are fixed per country'): a failed waived check no longer blocks; it is recorded with the "
+        "reason in the validations and in the export's metadata."))
     options: dict[str, dict[str, Any]] = Field(default_factory=dict, description=(
         "Each family's own section of the theme file by its key (e.g. hardening:), validated by that family. "
         "In a theme file the sections are written at the top level."))
@@ -99,6 +103,17 @@ class ThemeSpec(BaseModel):
         if unknown:
             raise ValueError(f"unknown family {unknown[0]!r}: choose from {', '.join(IMPLEMENTED)}")
         return value
+
+    @field_validator("waive")
+    @classmethod
+    def _waivers_explained(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, reason in value.items():
+            if not re.fullmatch(r"[a-z][a-z0-9_]*(\.[a-z0-9_]+)+", name):
+                raise ValueError(f"waive: {name!r} is not a check name (such as dataset.realism.numeric_spread; "
+                                 "`sopforge show RUN` lists a run's checks)")
+            if not str(reason or "").strip():
+                raise ValueError(f"waive: give the reason for overruling {name} (waive: {{{name}: \"why\"}})")
+        return {name: str(reason).strip() for name, reason in value.items()}
 
     @field_validator("slug")
     @classmethod

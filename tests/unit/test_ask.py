@@ -43,7 +43,7 @@ def test_first_good_answer_is_accepted(scripted, settings):
     assert (result.template_id, result.template_hash, result.prompt_hash) == ("test/number", "t" * 64, "p" * 64)
     [request] = provider.requests
     assert request.call_key == "demo/num/main/a1" and request.attempt == 1 and request.stage == "num"
-    assert (request.model, request.temperature, request.max_tokens) == ("fake-1", 0.3, settings.max_tokens)
+    assert (request.model, request.temperature, request.max_tokens) == ("fake-1", 0.3, 8192)  # the default stage budget
     assert (request.template_id, request.template_hash) == ("test/number", "t" * 64)
     assert [m.model_dump() for m in request.messages] == [{"role": "user", "content": PROMPT.text}]
 

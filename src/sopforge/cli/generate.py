@@ -227,6 +227,8 @@ def generate(
                                              "first, and the run stops (resumable) before a call could pass it."),
     batch: Optional[bool] = typer.Option(None, "--batch/--no-batch", help="Send each stage's independent calls "
                                          "through the provider's batch API (half price, slower)."),
+    waive: list[str] = typer.Option([], "--waive", help="Overrule a check that is wrong for this domain: "
+                                    "CHECK=REASON (repeatable; recorded and exported, like the theme file's waive:)."),
     home: Optional[Path] = typer.Option(None, help="State folder (default $SOPFORGE_HOME or ./artifacts)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
 ) -> None:
@@ -246,7 +248,7 @@ def generate(
     spec, base_dir = resolve_spec(theme_file, theme, {
         "provider": provider, "model": model, "base_url": base_url, "temperature": temperature, "slug": slug,
         "rows": rows, "review": review, "families": family or None, "max_cost": max_cost, "batch": batch},
-        add_gates=gate, remove_gates=no_gate)
+        add_gates=gate, remove_gates=no_gate, waivers=parse_waivers(waive))
     from sopforge.store import Store
 
     store = Store(settings.db_path)
@@ -256,6 +258,36 @@ def generate(
     if spec.review != "ui":  # --review ui needs a server with its UI the user started (checked below)
         begin_prefect(settings)  # the home's Prefect server comes up while the run is prepared
     execute_run(store, settings, spec, config, as_json=as_json, started=started)
+
+
+def parse_waivers(items: list[str]) -> dict[str, str]:
+    """``--waive CHECK=REASON`` options as a dict; a missing reason is a one-line error."""
+    from sopforge.errors import UserError
+
+    waivers = {}
+    for item in items:
+        name, _, reason = item.partition("=")
+        if not name.strip() or not reason.strip():
+            raise UserError(f"--waive {item!r}: write CHECK=REASON, e.g. --waive dataset.realism.numeric_spread="
+                            "\"thresholds are fixed per country\"")
+        waivers[name.strip()] = reason.strip()
+    return waivers
+
+
+def ways_out(error: Exception, run_id: str) -> Exception:
+    """A stage that failed its checks after every ask: the same line, ending with what the user can do next."""
+    from sopforge.errors import ValidationFailed
+
+    if not isinstance(error, ValidationFailed):
+        return error
+    stage = str(error).split(":", 1)[0].strip()
+    checks = list(dict.fromkeys(r["name"] for r in error.report if r.get("name")))[:2]
+    waive = " ".join(f'--waive {c}="why it is wrong here"' for c in checks) or '--waive CHECK="why"'
+    hint = (f" — next: sample it again with `sopforge rerun {run_id} --from {stage}` (add --feedback \"…\" to guide "
+            f"it), or, if a check is wrong for this domain, `sopforge rerun {run_id} {waive}`")
+    fresh = ValidationFailed(str(error).splitlines()[0] + hint, report=error.report)
+    fresh.raw_texts = getattr(error, "raw_texts", [])  # type: ignore[attr-defined]
+    return fresh
 
 
 def execute_run(store: Store, settings: Settings, spec: ThemeSpec, config: dict[str, Any], *, as_json: bool,
@@ -313,4 +345,4 @@ def execute_run(store: Store, settings: Settings, spec: ThemeSpec, config: dict[
     else:
         print_summary(summary)
     if failure is not None:
-        raise failure
+        raise ways_out(failure, run_id)

@@ -43,6 +43,8 @@ def rerun(
     force: bool = typer.Option(False, help="Rerun even while its process still runs it (a run whose process is gone "
                                            "shows as interrupted and needs no --force)."),
     max_cost: Optional[float] = typer.Option(None, "--max-cost", help="Spending cap in USD for this run (default: as RUN)."),
+    waive: list[str] = typer.Option([], "--waive", help="Overrule a check that is wrong for this domain: CHECK=REASON "
+                                    "(repeatable; added to RUN's waivers, recorded and exported)."),
     home: Optional[Path] = typer.Option(None, help="State folder (default $SOPFORGE_HOME or ./artifacts)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
 ) -> None:
@@ -72,6 +74,10 @@ def rerun(
         spec = build_spec({**spec.model_dump(), "review": review}, source="--review")
     if max_cost is not None:
         spec = build_spec({**spec.model_dump(), "max_cost": max_cost}, source="--max-cost")
+    if waive:
+        from sopforge.cli.generate import parse_waivers
+
+        spec = build_spec({**spec.model_dump(), "waive": {**spec.waive, **parse_waivers(waive)}}, source="--waive")
     if model is not None:
         spec = with_model(spec, spec.plan().descendants(from_stage), model)
     config = {**previous.config, "spec": spec.model_dump(mode="json"),

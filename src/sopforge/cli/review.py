@@ -17,7 +17,7 @@ from sopforge.errors import UserError
 if TYPE_CHECKING:  # the review machinery loads the families: only when a command needs it
     from sopforge.store import ReviewRecord
 
-review_app = typer.Typer(help="Review gates: list runs waiting for review, show, approve, reject or edit.",
+review_app = typer.Typer(help="Review gates: list runs waiting for review, show, approve, reject, edit or waive.",
                          no_args_is_help=True)
 
 HOME = typer.Option(None, help="State folder (default $SOPFORGE_HOME or ./artifacts).")
@@ -99,7 +99,7 @@ def _describe(r: ReviewRecord) -> str:
 
 
 def _decide(run: str, stage: str | None, home: Path | None, *, decision: str, feedback: str = "",
-            edited: str = "", reviewer: str = "") -> None:
+            edited: str = "", reviewer: str = "", waive: str = "") -> None:
     from sopforge.orchestration.prefect_env import configure_prefect
     from sopforge.review.submit import pending_review, submit
 
@@ -107,7 +107,8 @@ def _decide(run: str, stage: str | None, home: Path | None, *, decision: str, fe
     pending = pending_review(store, run, stage)
     if pending.request_id is not None:
         configure_prefect(settings)  # resuming talks to the Prefect server the paused run uses
-    review = submit(store, settings, pending, decision=decision, feedback=feedback, edited=edited, reviewer=reviewer)
+    review = submit(store, settings, pending, decision=decision, feedback=feedback, edited=edited, reviewer=reviewer,
+                    waive=waive)
     run_id = pending.run.id
     if review.decision == "refused":
         raise UserError(f"the flow refused the decision: {review.comment}")
@@ -119,6 +120,11 @@ def _decide(run: str, stage: str | None, home: Path | None, *, decision: str, fe
         out.print(f"rejected {pending.stage} v{pending.artifact.version} of run {run_id}; "
                   + (f"the flow regenerates {pending.stage} with your feedback and waits at this gate again" if paused
                      else f"regenerate it with `sopforge rerun {run_id} --from {pending.stage} --feedback \"{feedback}\"`"))
+    elif review.decision == "waive":
+        waived = [r.comment.split(": ", 1)[0] for r in store.reviews_for_run(run_id)
+                  if r.decision == "waive" and r.artifact_id == pending.artifact.id and r.comment]
+        out.print(f"approved {pending.stage} v{pending.artifact.version} of run {run_id}, overruling "
+                  f"{', '.join(waived)}; " + ("the run continues" if paused else f"continue it with `sopforge rerun {run_id}`"))
     elif review.decision == "edit":
         new = store.get_artifact(review.result_artifact_id)
         changed = sum(1 for line in (review.edit_diff or "").splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---"))
@@ -141,6 +147,17 @@ def reject(run: str = typer.Argument(..., help="Run id (or unique prefix)."), st
            reviewer: str = REVIEWER, home: Optional[Path] = HOME) -> None:
     """Reject the artifact: the stage is regenerated with your feedback in its prompt."""
     _decide(run, stage, home, decision="reject", feedback=feedback, reviewer=reviewer)
+
+
+@review_app.command("waive")
+@handle_errors
+def waive(run: str = typer.Argument(..., help="Run id (or unique prefix)."), stage: Optional[str] = STAGE,
+          check: Optional[list[str]] = typer.Option(None, "--check", help="A failed check to overrule (repeat it; "
+                                                   "default: every failed check of the artifact)."),
+          reason: str = typer.Option(..., help="Why the check is wrong for this domain; recorded and exported."),
+          reviewer: str = REVIEWER, home: Optional[Path] = HOME) -> None:
+    """Approve the artifact, overruling failed checks that are wrong for this domain (recorded with the reason)."""
+    _decide(run, stage, home, decision="waive", feedback=reason, reviewer=reviewer, waive=",".join(check or []))
 
 
 @review_app.command("edit")

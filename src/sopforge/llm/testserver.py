@@ -193,15 +193,20 @@ def completion_body(protocol: str, request: dict[str, Any], action: Action, seq:
     """
     model = request.get("model") or "fake-model"
     tokens_in = action.input_tokens if action.input_tokens is not None else _estimate_tokens(_request_text(request))
-    tokens_out = action.output_tokens if action.output_tokens is not None else _estimate_tokens(action.text)
+    text, cut = action.text, False
+    budget = request.get("max_tokens") or request.get("max_completion_tokens")
+    if isinstance(budget, int) and action.output_tokens is None and _estimate_tokens(text) > budget:
+        # Like the real APIs: an answer longer than max_tokens is cut there and says so.
+        text, cut = text[:budget * 4], True
+    tokens_out = action.output_tokens if action.output_tokens is not None else _estimate_tokens(text)
     if protocol == "anthropic":
         read, written = action.cached_tokens, 0
         if cache is not None and not action.cached_tokens and action.input_tokens is None:
             read, written = cache.anthropic(prompt_blocks(request))
         return {
             "id": f"msg_fake_{seq}", "type": "message", "role": "assistant", "model": model,
-            "content": [{"type": "text", "text": action.text}],
-            "stop_reason": "end_turn", "stop_sequence": None,
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": "max_tokens" if cut else "end_turn", "stop_sequence": None,
             # Anthropic's input_tokens counts only what was neither read from nor written to the cache.
             "usage": {"input_tokens": max(0, tokens_in - read - written), "output_tokens": tokens_out,
                       "cache_read_input_tokens": read, "cache_creation_input_tokens": written},
@@ -211,8 +216,8 @@ def completion_body(protocol: str, request: dict[str, Any], action: Action, seq:
         cached = min(tokens_in, cache.openai(_request_text(request)))
     return {
         "id": f"chatcmpl-fake-{seq}", "object": "chat.completion", "created": int(time.time()), "model": model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": action.text},
-                     "finish_reason": "stop", "logprobs": None}],
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                     "finish_reason": "length" if cut else "stop", "logprobs": None}],
         "usage": {"prompt_tokens": tokens_in, "completion_tokens": tokens_out,
                   "total_tokens": tokens_in + tokens_out,
                   "prompt_tokens_details": {"cached_tokens": cached}},

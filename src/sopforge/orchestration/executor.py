@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from sopforge.ask import Mapper, sequential_map, using_mapper
+from sopforge.checks import apply_waivers
 from sopforge.errors import SopforgeError, ValidationFailed
 from sopforge.llm.factory import build_provider, default_model
 from sopforge.llm.batch import Batcher
@@ -84,11 +85,13 @@ class _Ledger:
 
     def __init__(self, store: Store, stage: str, fresh: bool = False):
         self._store, self._stage, self._fresh = store, stage, fresh
+        self.call_keys: list[str] = []  # calls this stage made, so a failed stage's answers can be set aside
 
     def cached_response(self, request_hash: str):
         return None if self._fresh else self._store.cached_response(request_hash)
 
     def record_call(self, record) -> None:
+        self.call_keys.append(record.call_key)
         self._store.record_call(record)
         _emit(self._stage, "call", record)
 
@@ -121,6 +124,20 @@ def previous_run_artifact(store: Store, config: dict, stage: str,
         return None
     built_from = {p.stage: p.content_hash for p in store.parents_of(record.id)}
     return record if built_from == {name: p.content_hash for name, p in parents.items()} else None
+
+
+def run_waivers(store: Store, spec: ThemeSpec, config: dict, run_id: str) -> dict[str, str]:
+    """Checks overruled for this run: the theme file's ``waive:`` (and ``--waive``), then every ``waive``
+    review decision of this run and of the run it resumes (one review row per check, "check: reason")."""
+    waivers = dict(spec.waive)
+    runs = [run_id, *([(config.get("rerun") or {}).get("from_run")] if (config.get("rerun") or {}).get("from_run")
+                      else [])]
+    for rid in runs:
+        for review in store.reviews_for_run(rid):
+            if review.decision == "waive" and review.comment and ": " in review.comment:
+                name, reason = review.comment.split(": ", 1)
+                waivers.setdefault(name, reason)
+    return waivers
 
 
 def input_key(definition: StageSpec, spec: ThemeSpec, parents: dict[str, ArtifactRecord],
@@ -195,8 +212,10 @@ def execute_stage(run_id: str, stage: str, *, settings: Settings, force: bool = 
         budget = budget_for(run_id, spec.max_cost, store.run_cost(run_id)) if spec.max_cost else None
         batcher = (Batcher(provider, store, run_id=run_id, stage=stage, poll_seconds=settings.batch_poll_seconds)
                    if spec.batch and hasattr(provider, "submit_batch") else None)
-        gateway = Gateway(provider, ledger=_Ledger(store, stage, fresh=forced), settings=settings, run_id=run_id,
+        ledger = _Ledger(store, stage, fresh=forced)
+        gateway = Gateway(provider, ledger=ledger, settings=settings, run_id=run_id,
                           family=definition.family, budget=budget, batcher=batcher)
+    settings = settings.model_copy(update={"waivers": run_waivers(store, spec, config, run_id)})
     context = InputContext(run_id=run_id, exports_dir=settings.exports_dir, parent_records=parents)
     inputs = definition.make_inputs(
         spec, {n: dag.get(n).model.model_validate(r.content) for n, r in parents.items()}, context)
@@ -207,6 +226,9 @@ def execute_stage(run_id: str, stage: str, *, settings: Settings, force: bool = 
     except BaseException as err:
         if isinstance(err, ValidationFailed):
             store.reject_answers(stage_run_id)
+            if gateway is not None and hasattr(gateway.backend, "retire"):
+                # An exchange folder would hand the same refused answers to the next run: set them aside.
+                gateway.backend.retire(ledger.call_keys)
         store.finish_stage(stage_run_id, "failed", error=_error_line(err))
         _emit(stage, "failed")
         raise
@@ -218,7 +240,7 @@ def execute_stage(run_id: str, stage: str, *, settings: Settings, force: bool = 
         funnel=getattr(result.artifact, "funnel", None),
         template_id=result.template_id, template_hash=result.template_hash, model=model,
         input_key=key, status="validated", parents=[p.id for p in parents.values()],
-        checks=result.checks, stage_run_id=stage_run_id,
+        checks=apply_waivers(result.checks, settings.waivers), stage_run_id=stage_run_id,
     ))
     if rows is not None:
         write_parquet(rows, settings.home / "datasets" / f"{record.id}.parquet")

@@ -38,8 +38,9 @@ def review_markdown(run_id: str, artifact: ArtifactRecord, checks: list, note: s
             f"Artifact `{artifact.id}`; {len(checks) - len(failing)} of {len(checks)} checks passed"
             f"{', failing: ' + ', '.join(c.check_name for c in failing) if failing else ''}.\n\n"
             "Decide with **Resume** on this flow run: *approve*; *reject* with feedback (the stage is "
-            "regenerated with it and comes back here); or *edit* (paste the corrected artifact; it is "
-            "re-validated). From a terminal: `sopforge review show " + run_id + "`.\n\n"
+            "regenerated with it and comes back here); *edit* (paste the corrected artifact; it is "
+            "re-validated); or *waive* (overrule failed checks that are wrong for this domain, naming them and "
+            "giving the reason as feedback; they are recorded and exported). From a terminal: `sopforge review show " + run_id + "`.\n\n"
             + checks_markdown(checks) + "\n" + artifact_markdown(artifact.stage, artifact.content))
 
 
@@ -71,7 +72,7 @@ def wait_for_reviewer(store: Store, settings: Settings, run_id: str, artifact: A
     store.set_run_status(run_id, "running")
     return apply_decision(store, settings, run_id, artifact, decision=decision.decision, feedback=decision.feedback,
                           edited_artifact=decision.edited_artifact, reviewer=decision.reviewer,
-                          source=answered.answered_via or "ui", request_id=request.id)
+                          source=answered.answered_via or "ui", request_id=request.id, waive=decision.waive)
 
 
 def review_gate(run_id: str, stage: str, artifact_id: str, home: str | None, regenerate: Regenerate) -> str:

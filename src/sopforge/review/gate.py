@@ -31,7 +31,8 @@ class GateOutcome:
 
 
 def failing_checks(store: Store, artifact_id: str) -> list:
-    return [c for c in store.validations_for(artifact_id) if not c.passed]
+    """Failed checks of an artifact that nobody overruled (a waived check is failed but settled)."""
+    return [c for c in store.validations_for(artifact_id) if not c.passed and not (c.details or {}).get("waived")]
 
 
 def auto_decide(store: Store, run_id: str, artifact: ArtifactRecord) -> GateOutcome:
@@ -53,7 +54,7 @@ def auto_decide(store: Store, run_id: str, artifact: ArtifactRecord) -> GateOutc
 
 def apply_decision(store: Store, settings: Settings, run_id: str, artifact: ArtifactRecord, *, decision: str,
                    feedback: str = "", edited_artifact: str = "", reviewer: str = "", source: ReviewSource = "ui",
-                   request_id: str | None = None) -> GateOutcome:
+                   request_id: str | None = None, waive: str = "") -> GateOutcome:
     """Record a reviewer's decision on ``artifact`` and say what happens next.
 
     An edit is re-validated first; if it fails, the refusal is recorded as ``refused``
@@ -88,7 +89,28 @@ def apply_decision(store: Store, settings: Settings, run_id: str, artifact: Arti
             stage_run_id=stage_run_id,
         ), base.model_copy(update={"decision": "edit", "comment": feedback.strip() or None}), diff=edit.diff)
         return GateOutcome("continue", new.id, f"{stage} edited by {who or 'the reviewer'}: v{new.version} stored and approved")
-    return _refuse(store, base, f"unknown decision {decision!r}: choose approve, reject or edit")
+    if decision == "waive":
+        return _waive(store, base, artifact, waive, feedback.strip())
+    return _refuse(store, base, f"unknown decision {decision!r}: choose approve, reject, edit or waive")
+
+
+def _waive(store: Store, base: ReviewWrite, artifact: ArtifactRecord, names: str, reason: str) -> GateOutcome:
+    """Approve the artifact overruling named failed checks: one ``waive`` review row per check ("check: reason"),
+    which the rest of the run applies too (executor.run_waivers) and the export's metadata lists."""
+    failed = [c.check_name for c in failing_checks(store, artifact.id)]
+    chosen = [n.strip() for n in names.split(",") if n.strip()] or failed
+    if not reason:
+        return _refuse(store, base, "waive needs the reason in feedback: say why the check is wrong for this domain")
+    unknown = [n for n in chosen if n not in failed]
+    if unknown or not chosen:
+        return _refuse(store, base, f"nothing to waive: {', '.join(unknown) or 'no check'} is not a failed check of "
+                                    f"{artifact.stage} (failed: {', '.join(failed) or 'none'})")
+    for name in chosen:
+        store.record_review(base.model_copy(update={"decision": "waive", "comment": f"{name}: {reason}",
+                                                    "close_request_id": base.close_request_id if name == chosen[-1]
+                                                    else None}))
+    return GateOutcome("continue", artifact.id, f"{artifact.stage} v{artifact.version} approved, overruling "
+                                                f"{', '.join(chosen)}: {reason}")
 
 
 def _refuse(store: Store, base: ReviewWrite, reason: str) -> GateOutcome:

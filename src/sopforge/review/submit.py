@@ -68,13 +68,15 @@ def precheck(store: Store, settings: Settings, pending: Pending, decision: str, 
     """Refuse a decision that could not be applied, before anything is sent or stored."""
     if decision == "reject" and not feedback.strip():
         raise UserError("reject needs --feedback \"…\": say what the regenerated version must change")
+    if decision == "waive" and not feedback.strip():
+        raise UserError("waive needs --reason \"…\": say why the check is wrong for this domain")
     if decision == "edit":
         parents = {p.stage: p.content for p in store.parents_of(pending.artifact.id)}
         check_edit(pending.stage, edited, pending.artifact.content, parents, settings)
 
 
 def submit(store: Store, settings: Settings, pending: Pending, *, decision: str, feedback: str = "",
-           edited: str = "", reviewer: str = "", wait_seconds: float | None = None) -> ReviewRecord:
+           edited: str = "", reviewer: str = "", wait_seconds: float | None = None, waive: str = "") -> ReviewRecord:
     """Apply (stopped run) or send (paused run) a decision; return the review that was recorded.
 
     Raises:
@@ -84,16 +86,17 @@ def submit(store: Store, settings: Settings, pending: Pending, *, decision: str,
     precheck(store, settings, pending, decision, feedback, edited)
     if pending.request_id is None:
         outcome = apply_decision(store, settings, pending.run.id, pending.artifact, decision=decision,
-                                 feedback=feedback, edited_artifact=edited, reviewer=reviewer, source="cli")
+                                 feedback=feedback, edited_artifact=edited, reviewer=reviewer, source="cli",
+                                 waive=waive)
         if outcome.action == "ask_again":
             raise UserError(outcome.message)
         return store.reviews_for_run(pending.run.id)[-1]
     return _resume(store, settings, pending, decision=decision, feedback=feedback, edited=edited,
-                   reviewer=reviewer, wait_seconds=wait_seconds)
+                   reviewer=reviewer, wait_seconds=wait_seconds, waive=waive)
 
 
 def _resume(store: Store, settings: Settings, pending: Pending, *, decision: str, feedback: str, edited: str,
-            reviewer: str, wait_seconds: float | None) -> ReviewRecord:
+            reviewer: str, wait_seconds: float | None, waive: str = "") -> ReviewRecord:
     from prefect.exceptions import FlowPauseTimeout
     from prefect.flow_runs import resume_flow_run
 
@@ -104,7 +107,7 @@ def _resume(store: Store, settings: Settings, pending: Pending, *, decision: str
     before = {r.id for r in store.reviews_for_run(pending.run.id)}
     store.mark_answered_via(pending.request_id, "cli")
     run_input = ReviewDecision(decision=decision, feedback=feedback, edited_artifact=edited,
-                               reviewer=reviewer).model_dump(mode="json", include=set(ReviewDecision.model_fields))
+                               reviewer=reviewer, waive=waive).model_dump(mode="json", include=set(ReviewDecision.model_fields))
     try:
         resume_flow_run(UUID(pending.flow_run_id), run_input=run_input)
     except FlowPauseTimeout:

@@ -15,7 +15,7 @@ from sopforge.checks import CheckResult
 from sopforge.funnel import FunnelRow
 
 RunStatus = Literal["running", "awaiting_review", "succeeded", "failed", "needs_review", "cancelled", "interrupted"]
-ReviewDecisionName = Literal["approve", "reject", "edit", "needs_review", "refused", "timeout"]
+ReviewDecisionName = Literal["approve", "reject", "edit", "waive", "needs_review", "refused", "timeout"]
 ReviewSource = Literal["ui", "cli", "auto"]
 ReviewRequestStatus = Literal["open", "answered", "expired"]
 StageStatus = Literal["running", "succeeded", "failed", "reused", "interrupted"]
@@ -111,7 +111,7 @@ class ReviewRecord(BaseModel):
     run_id: str = Field(description="Run in which the review happened.")
     stage: str | None = Field(None, description="Stage of the artifact.")
     artifact_version: int | None = Field(None, description="Version of the artifact judged.")
-    decision: ReviewDecisionName = Field(description="approve, reject, edit, needs_review, refused (an unusable decision) or timeout.")
+    decision: ReviewDecisionName = Field(description="approve, reject, edit, waive (approved overruling a failed check; comment 'check: reason'), needs_review, refused (an unusable decision) or timeout.")
     reviewer: str | None = Field(None, description="Who decided ('auto' for the automatic gate).")
     source: ReviewSource | None = Field(None, description="ui (Prefect form), cli (sopforge review) or auto.")
     comment: str | None = Field(None, description="Feedback (fed to the regenerated stage on reject) or the reason.")

@@ -13,7 +13,7 @@ Con = duckdb.DuckDBPyConnection
 
 # What each decision does to the judged artifact's status (None: leaves it alone).
 DECISION_STATUS: dict[str, str | None] = {
-    "approve": "approved", "reject": "rejected", "edit": "superseded",
+    "approve": "approved", "reject": "rejected", "edit": "superseded", "waive": "approved",
     "needs_review": None, "refused": None, "timeout": None,
 }
 

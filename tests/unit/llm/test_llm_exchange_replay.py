@@ -160,3 +160,26 @@ def test_scripted_provider_answers_with_a_function(make_request):
     provider = ScriptedProvider(lambda request: f"echo: {request.stage}")
     assert provider.send(make_request(call_key="t/schema/main/a1")).text == "echo: schema"
     assert provider.remaining is None
+
+
+def test_answers_of_a_failed_stage_are_set_aside_so_the_next_run_asks_again(tmp_path):
+    """A rerun after a stage failed its checks must not read the same refused answers again (issue 19)."""
+    from sopforge.errors import ResponsePending
+    from sopforge.llm.providers.exchange import ExchangeProvider
+    from sopforge.llm.types import LLMRequest, Message
+
+    provider = ExchangeProvider(tmp_path)
+    request = LLMRequest(messages=[Message(role="user", content="Write rows.")], model="m", call_key="t/dataset/b1/a1",
+                         stage="dataset")
+    with pytest.raises(ResponsePending):
+        provider.send(request)
+    (tmp_path / "t__dataset__b1__a1.response.md").write_text("rows v1")
+    assert provider.send(request).text == "rows v1"
+    assert provider.retire(["t/dataset/b1/a1", "t/dataset/b1/a1", "never/asked/a1"]) == 1
+    assert (tmp_path / "t__dataset__b1__a1.rejected-1.md").read_text() == "rows v1"
+    with pytest.raises(ResponsePending):  # the prompt is pending again
+        provider.send(request)
+    (tmp_path / "t__dataset__b1__a1.response.md").write_text("rows v2")
+    assert provider.send(request).text == "rows v2"
+    provider.retire(["t/dataset/b1/a1"])
+    assert (tmp_path / "t__dataset__b1__a1.rejected-2.md").exists()

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from sopforge.errors import ResponsePending, UserError
 from sopforge.llm.providers._files import (
+    RESPONSE_SUFFIX,
     atomic_write,
     estimate_tokens,
     prompt_text,
@@ -84,6 +85,26 @@ class ExchangeProvider:
             f"(the prompt is in {req_file.name}) and run again",
             request_path=str(req_file),
         )
+
+    def retire(self, call_keys: list[str]) -> int:
+        """Set aside the answers of calls whose stage failed its checks (``<stem>.rejected-<n>.md``), so the
+        next run asks those prompts afresh instead of failing again on the same answers.
+
+        Returns:
+            How many answer files were set aside.
+        """
+        moved = 0
+        for key in dict.fromkeys(call_keys):
+            answer = response_path(self.folder, key)
+            if not answer.exists():
+                continue
+            stem = answer.name[: -len(RESPONSE_SUFFIX)]
+            n = 1
+            while (self.folder / f"{stem}.rejected-{n}.md").exists():
+                n += 1
+            answer.rename(self.folder / f"{stem}.rejected-{n}.md")
+            moved += 1
+        return moved
 
     def _answer(self, request: LLMRequest, req_file: Path, resp_file: Path) -> LLMResponse:
         recorded = recorded_prompt_hash(req_file)

@@ -214,10 +214,24 @@ def test_other_api_input_nobody_outputs_is_named(graph_answer: str, run_checks, 
     checks = run_checks(text)
     assert blocking(checks) == ["api_graph.inputs_provenance"]
     result = by_name(checks, "api_graph.inputs_provenance")
-    assert "calculatePrescriptionAge.request_date (other_api) is output by no API: take it as user_input" \
-        in result.message
+    assert ("calculatePrescriptionAge.request_date (other_api) is on the case record, but the agent calling the "
+            "tool is neither given it with the case nor returned it by any API") in result.message
+    assert "take it as user_input, or add it to the outputs of an upstream read API" in result.message
     assert result.details["inputs"] == [{"api": "calculatePrescriptionAge", "parameter": "request_date",
                                          "source": "other_api", "producers": []}]
+
+
+def test_a_system_state_field_the_caller_cannot_know_is_named(graph_answer: str, run_checks, edit):
+    """Every input is passed by the caller; an existing field 'read from the case record' that is neither
+    supplied with the case nor returned upstream left an independent answerer's reference procedure unable
+    to call the tools on any row (issue 19). The old check let every existing system_state input pass."""
+    supplied = edit(graph_answer, '      - name: "request_date"\n        data_type: "date"\n        source: "user_input"',
+                    '      - name: "request_date"\n        data_type: "date"\n        source: "system_state"')
+    assert graph_answer.count('name: "request_date"') == 1  # no other API takes it as user_input
+    checks = run_checks(supplied)
+    assert blocking(checks) == ["api_graph.inputs_provenance"]
+    result = by_name(checks, "api_graph.inputs_provenance")
+    assert "calculatePrescriptionAge.request_date (system_state) is on the case record, but" in result.message
 
 
 def test_other_api_input_from_an_api_that_is_not_upstream_is_named(graph_answer: str, run_checks, edit):

@@ -88,7 +88,7 @@ def rows(funnel: Funnel) -> dict[tuple[str, str], dict]:
     return {(r.component, r.item_type): r.model_dump(exclude={"component", "item_type"}) for r in funnel.rows()}
 
 
-def test_the_recorded_answers_give_a_balanced_verified_set(go):
+def test_the_recorded_answers_give_a_balanced_verified_set(go, ground_truth):
     result, funnel, provider = go()
     assert result.document.tree.statements()["do.c7.c1.c1.a2"] == "Record the outcome deny"
     assert [d.section_id for d in result.dialogues] == ["do.c3", "do.c7.c1.c1"] or \
@@ -106,7 +106,13 @@ def test_the_recorded_answers_give_a_balanced_verified_set(go):
         assert violating.diff.startswith("--- original\n+++ manipulated")
         assert violating.policy != violating.manipulated_policy
     retried = by_pair["RX-004550:parameter_mismatch"][0]
-    assert retried.retries == 1 and retried.seed == 1 and "0.33" in retried.manipulated_policy
+    assert retried.retries == 1 and retried.seed == 1
+    # The threshold moved across the case's own ratio, so the violating response really changes the outcome.
+    old, new = (float(re.search(r"ratio is below (\d\.\d+)", p).group(1))
+                for p in (retried.policy, retried.manipulated_policy))
+    task = next(t for t in ground_truth.tasks if t.task_id == "RX-004550")
+    ratio = {**task.inputs, **task.hidden, **task.expected_outputs}["early_refill_ratio"]
+    assert (ratio < old) != (ratio < new), (ratio, old, new)
     assert {c.name: c.passed for c in result.checks}["compliance.balanced"]
     assert rows(funnel)[("compliance_pair", "parameter_mismatch")] == {
         "generated": 2, "verified": 2, "retried": 1, "dropped": 0, "kept": 2}
@@ -187,8 +193,8 @@ def test_a_rewrite_given_away_by_style_starts_a_new_cycle(go):
 def test_a_manipulation_that_changes_nothing_is_rejected_and_counted(go, monkeypatch):
     real = stage.manipulate
 
-    def broken(tree, kind, seed, within=None):
-        result = real(tree, kind, seed, within=within)
+    def broken(tree, kind, seed, within=None, case_values=None):
+        result = real(tree, kind, seed, within=within, case_values=case_values)
         if kind == "single_condition_replacement":
             return Manipulation(kind, tree.model_copy(deep=True), result.target_id, result.before, result.before, seed)
         return result
@@ -208,7 +214,7 @@ def test_an_ineligible_operator_is_counted_not_crashed(go):
         "so it has expired and can't be refilled", "and there are no refills left on it")
     result, funnel, _ = go({"dialogue_RX-004573": no_number})
     [drop] = [d for d in funnel.drops if d.item == "RX-004573:parameter_mismatch"]
-    assert drop.reason == "ineligible: no statement contains a number in section do.c4"
+    assert drop.reason == "ineligible: no statement compares with a number in section do.c4"
 
 
 def test_a_dialogue_without_an_enclosing_section_is_excluded(go):

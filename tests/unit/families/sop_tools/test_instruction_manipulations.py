@@ -81,3 +81,52 @@ def test_a_manipulation_that_changes_nothing_or_something_else_is_detected():
     other = result.tree.model_copy(deep=True)
     other.items[0].text = "Ask for the order number"
     assert changed_statements(tree, other) == sorted([result.target_id, "do.a1"])
+
+
+# --- validated before it is asked (issue 19) --------------------------------------------------------
+
+RANGE_DOC = """\
+If the early refill ratio is at least 0.80 and less than 0.95:
+  - Tell the customer the refill can be filled in 3 days
+If the 30-day fill count is more than 4:
+  - Refer the refill to the pharmacist
+Else:
+  - Approve the refill"""
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_a_mismatch_keeps_the_order_of_a_range_and_changes_only_compared_numbers(seed):
+    """'at least 0.81 and less than 0.33' and a '45-day figure' no tool computes were asked of answerers."""
+    tree = parse_f1(RANGE_DOC)
+    result = manipulate(tree, "parameter_mismatch", seed)
+    if result.before.startswith("If the early refill ratio"):
+        low, high = (float(x) for x in __import__("re").findall(r"\d\.\d+", result.after))
+        assert low < high, result.after
+    assert "30-day" in result.after or "30-day" not in result.before  # a quantity's name is not a threshold
+    assert "3 days" in result.after or "3 days" not in result.before  # no comparator governs it
+    assert result.target_id != "do.c3"
+
+
+def test_a_bare_else_is_never_a_target_or_a_donor():
+    tree = parse_f1(RANGE_DOC)
+    for seed in range(30):
+        for kind in KINDS:
+            result = manipulate(tree, kind, seed)
+            assert result.after.strip(" :").lower() not in ("else", "otherwise")
+            assert result.before.strip(" :").lower() not in ("else", "otherwise")
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_threshold_the_case_is_compared_with_moves_across_the_case(seed):
+    """The change must alter the outcome it is meant to alter: a count of 6 against 'more than 4' becomes a
+    threshold of 6 or more, not 7 against 'more than 5' where the case stays on the same side."""
+    tree = parse_f1(RANGE_DOC)
+    result = manipulate(tree, "parameter_mismatch", seed, within={"do.c2"}, case_values={(">", 4.0): 6.0})
+    new = int(__import__("re").search(r"more than (\d+)", result.after).group(1))
+    assert (6 > new) != (6 > 4), result.after
+
+
+def test_no_threshold_that_can_cross_the_case_makes_the_operator_ineligible():
+    tree = parse_f1("If the count is more than 4:\n  - Refer it\nElse:\n  - Approve it")
+    with pytest.raises(NotApplicable, match="so that the case's outcome changes"):
+        manipulate(tree, "parameter_mismatch", 0, case_values={(">", 4.0): -100000.0})

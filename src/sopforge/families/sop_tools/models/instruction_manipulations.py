@@ -15,6 +15,13 @@ Decisions the paper leaves open: the operator applies to the whole tree, so the 
 (a subtree) and the full document change the same statement by id; new numbers differ from the
 old by at least one and keep the digit count where possible; the negation is written as
 "Do not <action, first letter lowercased>".
+
+Validated before anything is asked (issue 19: independent answerers were asked to apply changes
+that could not be applied): a parameter mismatch changes only numbers a comparator governs ("more
+than 365", not the "30" of "the 30-day figure", which would name a quantity no tool computes),
+keeps the order of the statement's numbers ("at least 0.81 and less than 0.33" is never produced),
+and, where the case's own value of the compared quantity is known, moves the threshold across it,
+so the change alters the outcome it is meant to alter; a bare "Else:" is never a target or a donor.
 """
 
 from __future__ import annotations
@@ -25,11 +32,17 @@ from dataclasses import dataclass
 from typing import Literal
 
 from sopforge.families.sop_tools.models.instructions import Action, Condition, InstructionTree
+from sopforge.families.sop_tools.models.sop import THRESHOLD_RE, SOPThreshold
 
 __all__ = ["Manipulation", "ManipulationType", "NotApplicable", "changed_statements", "manipulate"]
 
 ManipulationType = Literal["parameter_mismatch", "single_condition_replacement", "multi_condition_replacement"]
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])")
+_BARE_ELSE = re.compile(r"^\W*(?:else|otherwise)\W*$", re.IGNORECASE)
+_COMPARE = {">": lambda v, t: v > t, ">=": lambda v, t: v >= t, "<": lambda v, t: v < t, "<=": lambda v, t: v <= t}
+#: (canonical comparator, threshold) → the case's value of the quantity compared (from the SOP's thresholds
+#: and the task's values); lets a mismatch move a threshold across the case.
+CaseValues = dict[tuple[str, float], float]
 
 
 class NotApplicable(ValueError):
@@ -87,12 +100,64 @@ def _other_number(old: str, rng: random.Random) -> str:
     return str(rng.choice(choices))
 
 
+def _threshold_spans(text: str) -> list[tuple[int, int, str, float | None]]:
+    """(start, end, comparator, number) of every number a comparator governs, in text order."""
+    spans = []
+    for m in THRESHOLD_RE.finditer(text):
+        number = _NUMBER.search(text, m.start(), m.end())
+        if number is None:
+            continue
+        statement = SOPThreshold(step="", section="", text=" ".join(m.group(0).split())).statement()
+        comparator = statement[1] if statement else None
+        spans.append((number.start(), number.end(), comparator, float(number.group(0))))
+    return spans
+
+
+def _order(values: list[float]) -> list[int]:
+    return [(a > b) - (a < b) for i, a in enumerate(values) for b in values[i + 1:]]
+
+
+def _flipping_number(old: str, comparator: str, case_value: float, rng: random.Random) -> str | None:
+    """A threshold like ``old`` (same decimals) on the other side of ``case_value`` than ``old``."""
+    places = len(old.split(".")[1]) if "." in old else 0
+    step = 10 ** -places
+    holds = _COMPARE[comparator](case_value, float(old))
+    offsets = [k * step * scale for scale in (1, 5, 25) for k in range(1, 6)]
+    candidates = sorted({round(case_value + d, places) for d in offsets} | {round(case_value - d, places) for d in offsets})
+    flips = [c for c in candidates if c >= 0 and f"{c:.{places}f}" != old
+             and _COMPARE[comparator](case_value, c) != holds]
+    return f"{rng.choice(flips):.{places}f}" if flips else None
+
+
+def _mismatched(text: str, rng: random.Random, case_values: CaseValues | None) -> str | None:
+    """``text`` with its threshold numbers changed, or None when no valid change exists."""
+    spans = _threshold_spans(text)
+    if not spans:
+        return None
+    old_numbers = [n for *_, n in spans]
+    for _ in range(20):
+        new_text, cursor, changed = [], 0, []
+        for start, end, comparator, number in spans:
+            old = text[start:end]
+            known = case_values.get((comparator, round(number, 6))) if case_values and comparator else None
+            new = (_flipping_number(old, comparator, known, rng) if known is not None and comparator in _COMPARE
+                   else _other_number(old, rng))
+            if new is None:
+                return None  # the case cannot be moved across this threshold: the change would alter nothing
+            new_text += [text[cursor:start], new]
+            cursor = end
+            changed.append(float(new))
+        if _order(changed) == _order(old_numbers):  # "at least 0.81 and less than 0.33" would contradict itself
+            return "".join(new_text) + text[cursor:]
+    return None
+
+
 def _negate(text: str) -> str:
     return f"Do not {text[:1].lower()}{text[1:]}"
 
 
 def manipulate(tree: InstructionTree, kind: ManipulationType, seed: int,
-               within: set[str] | None = None) -> Manipulation:
+               within: set[str] | None = None, case_values: CaseValues | None = None) -> Manipulation:
     """Apply one operator to a copy of ``tree``.
 
     Args:
@@ -102,24 +167,33 @@ def manipulate(tree: InstructionTree, kind: ManipulationType, seed: int,
         within: Ids eligible as the target (e.g. an extracted section's statements); None means
             any statement. Replacement material (sibling or donor actions) may still come from
             the whole document, as in the paper's multi-condition example (Tables 12-13).
+        case_values: The case's values of the quantities the SOP's thresholds compare (see CaseValues);
+            a parameter mismatch of such a threshold moves it across the case's value.
 
     Raises:
         NotApplicable: No eligible statement qualifies (no number; no action under a condition;
             fewer than two condition branches with actions).
     """
     rng = random.Random(f"{seed}:{kind}")
-    nodes = _nodes(tree)
+    # An Else block renders as a bare "Else:" whatever its (derived) condition says: a change to it would be
+    # invisible in the document the model is shown.
+    nodes = [(parent, node, path) for parent, node, path in _nodes(tree)
+             if not (isinstance(node, Condition) and node.is_else) and not _BARE_ELSE.match(node.text)]
     actions = [(parent, node, path) for parent, node, path in nodes if isinstance(node, Action)]
 
     def eligible(node: Action | Condition) -> bool:
         return within is None or node.id in within
 
     if kind == "parameter_mismatch":
-        with_numbers = [node for _, node, _ in nodes if _NUMBER.search(node.text) and eligible(node)]
+        with_numbers = [node for _, node, _ in nodes if _threshold_spans(node.text) and eligible(node)]
         if not with_numbers:
-            raise NotApplicable("no statement contains a number")
-        target = rng.choice(with_numbers)
-        new_text = _NUMBER.sub(lambda m: _other_number(m.group(0), rng), target.text)
+            raise NotApplicable("no statement compares with a number")
+        rng.shuffle(with_numbers)
+        found = next(((node, text) for node in with_numbers
+                      if (text := _mismatched(node.text, rng, case_values)) is not None), None)
+        if found is None:
+            raise NotApplicable("no threshold can be changed so that the case's outcome changes")
+        target, new_text = found
     elif kind == "single_condition_replacement":
         # A block with one action qualifies too: its action becomes its negation (the paper's first
         # option), so documents whose branches each carry a single action are not left out.

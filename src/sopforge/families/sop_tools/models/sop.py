@@ -19,6 +19,7 @@ __all__ = [
     "SOPStep",
     "SOPThreshold",
     "SOPDocument",
+    "THRESHOLD_RE",
     "find_thresholds",
 ]
 
@@ -35,7 +36,7 @@ WELL_FORMED_STEP = re.compile(r"^5\.[1-9]\d*(?:\.[1-9]\d*)?$")
 BACKTICK_RE = re.compile(r"`([^`\n]+)`")
 _COMPARATOR = (r"(?:>=|<=|=>|=<|≥|≤|>|<|\bat\s+least|\bat\s+most|\bmore\s+than|\bless\s+than|"
                r"\bgreater\s+than|\bfewer\s+than|\bexceed(?:s|ed|ing)?|\bbelow|\babove|\bwithin)")
-_THRESHOLD_RE = re.compile(
+THRESHOLD_RE = re.compile(
     rf"{_COMPARATOR}(?:\s+or\s+equal\s+to)?\s*(?:the\s+)?[$€£]?\s*-?\d+(?:[.,]\d+)*\s*%?", re.IGNORECASE)
 
 
@@ -192,7 +193,7 @@ def find_thresholds(text: str, *, step: str, section: str) -> list[SOPThreshold]
         One SOPThreshold per match, in order.
     """
     found = []
-    for m in _THRESHOLD_RE.finditer(text):
+    for m in THRESHOLD_RE.finditer(text):
         before = text[: m.start()]
         clause = before[max((b.end() for b in _CLAUSE_END.finditer(before)), default=0):]
         named = BACKTICK_RE.findall(clause)

@@ -40,7 +40,9 @@ from sopforge.context.model import BusinessContext
 from sopforge.families.sop_tools.models.data_schema import DataSchema
 from sopforge.funnel import Funnel
 from sopforge.families.sop_tools.models.ground_truth import GroundTruth, Task
-from sopforge.families.sop_tools.models.instruction_manipulations import ManipulationType, NotApplicable, manipulate
+from sopforge.families.sop_tools.models.instruction_manipulations import (
+    CaseValues, ManipulationType, NotApplicable, manipulate,
+)
 from sopforge.families.sop_tools.models.instructions import (
     Condition, InstructionTree, enclosing_block, render_block, render_f1, render_f1_with_ids, subtree_ids,
 )
@@ -303,6 +305,20 @@ def _dialogue(asker: _Asker, inputs: ComplianceInputs, document: InstructionDocu
     return dialogue.model_copy(update={"section_id": section.id, "section_f1": render_block(section)})
 
 
+def case_values(sop: SOPDocument, task: Task | None) -> CaseValues:
+    """The task's value of each quantity the SOP compares with a number, keyed by (comparator, number)."""
+    if task is None:
+        return {}
+    values = {**task.inputs, **task.hidden, **task.expected_outputs}
+    known: CaseValues = {}
+    for threshold in sop.thresholds:
+        statement = threshold.statement()
+        value = values.get(statement[0]) if statement else None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            known[(statement[1], statement[2])] = float(value)
+    return known
+
+
 def _pair_alone(asker: _Asker, inputs: ComplianceInputs, document: InstructionDocument, dialogue: Dialogue,
                 kind: ManipulationType) -> tuple[list[ComplianceItem], _Asker, Funnel]:
     """:func:`_pair` with its own asker and funnel, for running the operators concurrently."""
@@ -325,10 +341,11 @@ def _pair(asker: _Asker, inputs: ComplianceInputs, document: InstructionDocument
         funnel.item("compliance_pair", kind, pair_id, verified=verified, kept=False, retried=cycle > 1, reason=why)
         return []
 
+    known = case_values(inputs.sop, next((t for t in inputs.ground_truth.tasks if t.task_id == dialogue.task_id), None))
     for cycle in range(1, cycles + 1):
         seed = inputs.seed + cycle - 1
         try:
-            manipulation = manipulate(tree, kind, seed, within=within)
+            manipulation = manipulate(tree, kind, seed, within=within, case_values=known)
         except NotApplicable as exc:
             return drop(f"ineligible: {exc} in section {section_id}", cycle)
         if problem := manipulation_problem(tree, manipulation, within):

@@ -22,7 +22,7 @@ from sopforge.errors import ValidationFailed
 from sopforge.llm.types import LLMClient
 from sopforge.parsing import ParseError
 from sopforge.prompts import PromptRegistry, RenderedPrompt, default_registry
-from sopforge.checks import CheckResult, blocking_failures, check
+from sopforge.checks import CheckResult, apply_waivers, blocking_failures, check
 from sopforge.context.model import BusinessContext
 from sopforge.families.sop_tools.models.data_schema import DataSchema
 from sopforge.families.sop_tools.models.dataset import (
@@ -214,7 +214,7 @@ def run(inputs: DatasetInputs, *, llm: LLMClient, settings: Settings, model: str
                       rows_requested=inputs.n_rows,
                       duplicates_dropped=sum(r.duplicate_ids + r.duplicate_rows for r in records),
                       batches=records, gx_suite=gx_suite.suite_json(schema))
-    checks = final_checks(dataset, schema, sop, gx_seconds=gx_seconds)
+    checks = apply_waivers(final_checks(dataset, schema, sop, gx_seconds=gx_seconds), settings.waivers)
     failed = blocking_failures(checks)
     if failed:
         # Every final check also runs inside the batch asks (row checks per batch, realism over all rows so

@@ -42,6 +42,7 @@ from sopforge.ask import StageResult
 from sopforge.families.sop_tools.verify import oracle
 from sopforge.families.sop_tools.verify.baselines import baseline_check, run_baselines
 from sopforge.families.sop_tools.verify.consequences import DEFAULT_GATES
+from sopforge.settings import Settings
 
 STAGE = "package"
 
@@ -80,8 +81,11 @@ def _shown_tasks(gt: GroundTruth, rows: list[dict], extra_inputs: list[str]) -> 
             for t, row in zip(gt.tasks, rows)]
 
 
-def run(inputs: PackageInputs, **_: object) -> StageResult[PackageManifest]:
+def run(inputs: PackageInputs, *, settings: Settings | None = None, **_: object) -> StageResult[PackageManifest]:
     """Write the exports and run the oracle check on the exported folder.
+
+    The checks a person overruled for the run (``settings.waivers``) are listed in ``metadata.json`` with
+    their reasons, so whoever uses the benchmark sees what was waived.
 
     Returns:
         The manifest, with ``package.oracle_tsr`` and ``package.tasks_present`` checks.
@@ -135,7 +139,8 @@ def run(inputs: PackageInputs, **_: object) -> StageResult[PackageManifest]:
                 "excluded_rows": [e.model_dump(mode="json") for e in gt.excluded],
                 "oracle": oracle_figures, "baselines": baseline_figures, "paths": paths, "gates": gates,
                 "write_tools": {a.api_name: a.writes_table for a in inputs.api_graph.write_apis},
-                "hardening": {**hardening, "tod_jsonl": TOD_JSONL}}
+                "hardening": {**hardening, "tod_jsonl": TOD_JSONL},
+                "waived_checks": dict(settings.waivers) if settings else {}}
     metadata_json = export_dir / "metadata.json"
     metadata_json.write_text(json.dumps(metadata, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 

@@ -105,6 +105,9 @@ def check_graph(graph: APIGraph, schema: DataSchema, sop: SOPDocument) -> list[C
     for a in graph.apis:
         for name in a.output_names:
             producers.setdefault(name, []).append(a.api_name)
+    # The caller passes every input of a tool (its toolSpec lists them all), so an existing field read "from the
+    # case record" must be one the caller can know: supplied with the case, or returned by an upstream API.
+    given = {p.name for a in graph.apis for p in a.input_parameters if p.source == "user_input"}
     unsourced, unsourced_items = [], []
     for a in graph.apis:
         upstream = nx.ancestors(g, a.api_name) if a.api_name in g else set()
@@ -112,8 +115,8 @@ def check_graph(graph: APIGraph, schema: DataSchema, sop: SOPDocument) -> list[C
             field = fields.get(p.name)
             if field is None or p.source == "user_input" or (field.decision and a.writes):
                 continue  # a decision a write records is the agent's (api_graph.decision_inputs)
-            if p.source == "system_state" and field.role == "existing":
-                continue  # on the case record from the start
+            if p.source == "system_state" and field.role == "existing" and p.name in given:
+                continue  # on the case record, and supplied with the case
             if any(prod in upstream for prod in producers.get(p.name, [])):
                 continue
             where = _where_from(field.decision, field.role, producers.get(p.name, []), a.api_name)
@@ -191,7 +194,9 @@ def _where_from(decision: bool, role: str, producers: list[str], api: str) -> st
     if others:
         return f"is output by {', '.join(others)}, which {api} does not depend on: add a dependency"
     if role == "existing":
-        return "is output by no API: take it as user_input (or from an API that retrieves it)"
+        return ("is on the case record, but the agent calling the tool is neither given it with the case nor "
+                "returned it by any API, and every input of a tool is passed by its caller: take it as user_input, "
+                "or add it to the outputs of an upstream read API (such as the record lookup) and depend on that API")
     return "is output by no API: add it to the outputs of the API that computes it"
 
 
