@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import re
 from collections.abc import Iterable
 
 from jsonschema import Draft7Validator
@@ -21,17 +22,28 @@ from sopforge.checks import CheckResult, check
 from sopforge.families.maze.models.execution import Turn, compile_logic, hrs_turn
 from sopforge.families.maze.models.logic import REPLY, Atom, Logic, Tri
 from sopforge.families.maze.models.scenario import (
-    RESPONSE_MAX_CHARS, HRSScenario, LRSScenario, Scenario, atoms_of,
+    REPORTING_TASK_TYPES, RESPONSE_MAX_CHARS, HRSScenario, LRSScenario, Scenario, atoms_of,
 )
 
-__all__ = ["LRS_SHAPE", "HRS_SHAPE", "POINT_LIMIT", "check_scenario", "hrs_reachability", "unreachable_options"]
+__all__ = ["HRS_SHAPE", "LRS_SHAPE", "POINT_LIMIT", "PROMPT_LIMITS", "check_scenario", "hrs_reachability",
+           "mentions_business_days", "unreachable_options"]
 
 # The paper's LRS: "at most three levels", "each parent node can have more than 10 child nodes",
 # "about 5 parent nodes and 58 leaf nodes" on average (L145). We require the width, not the averages.
-LRS_SHAPE = {"min_categories": 4, "min_options": 30, "wide_category": 10, "min_per_category": 3}
+LRS_SHAPE = {"min_categories": 4, "min_options": 30, "wide_category": 10, "min_per_category": 3, "min_report": 2}
 # HRS: deep enough to need state tracking (L147): steps, a prerequisite check, a jump, a loop, an ending.
 HRS_SHAPE = {"min_steps": 6, "min_depth": 4, "min_replies": 3}
+COMMON = {"text_chars": RESPONSE_MAX_CHARS, "min_qa": 3, "min_constraints": 3}
+# Every number a check below enforces, by the template parameter that states it in the prompt that
+# produces the value (``limit_<name>``): a check may not hold the model to a limit its prompt never
+# said (tests/unit/families/maze/test_maze_prompt_contracts.py renders each template and looks for each).
+PROMPT_LIMITS: dict[str, dict[str, int]] = {
+    "LRS": {f"limit_{k}": v for k, v in {**COMMON, **LRS_SHAPE}.items()},
+    "HRS": {f"limit_{k}": v for k, v in {**COMMON, **HRS_SHAPE}.items()},
+}
 POINT_LIMIT = 4096  # case-fact combinations enumerated exactly by the HRS reachability analysis
+_BUSINESS_DAYS = re.compile(r"\b(business|working|work)[ -]days?\b", re.IGNORECASE)
+_COUNTED_BUSINESS_DAYS = re.compile(r"\b(business|working)[ -]days\b", re.IGNORECASE)  # a count, not "next business day"
 
 
 def check_scenario(scenario: Scenario) -> list[CheckResult]:
@@ -49,6 +61,10 @@ def check_scenario(scenario: Scenario) -> list[CheckResult]:
             "options that can never be the one answer (fix their conditions or their siblings'): " + "; ".join(
                 f"{k}: {v}" for k, v in missing.items()),
             unreachable=sorted(missing)))
+        wrong = precedence_problems(scenario)
+        results.append(check("maze.lrs.precedence", not wrong, "; ".join(wrong),
+                             ok=f"{sum(len(o.overrides) for _, o in scenario.leaves())} stated exception(s), each "
+                                "deciding against the option it overrides for some facts", problems=wrong))
     else:
         results += _hrs_reachability_checks(scenario)
     return results
@@ -93,7 +109,7 @@ def _common_checks(scenario: Scenario) -> list[CheckResult]:
     computed = [f.name for f in scenario.facts if f.derivation and f.name in read]
     scripts = _scripts(scenario) + [(f"knowledge base answer {i + 1}", p.a) for i, p in enumerate(scenario.knowledge_base)]
     bad_scripts = [f"{where} ({len(text.strip())} characters)" for where, text in scripts
-                   if not text.strip() or len(text) > RESPONSE_MAX_CHARS]
+                   if not text.strip() or len(text) > COMMON["text_chars"]]
     schema_errors = [e.message for e in Draft7Validator(Draft7Validator.META_SCHEMA).iter_errors(scenario.answer_schema())]
     return [
         check("maze.facts_unique", not duplicate_facts, f"fact names must be unique: {duplicate_facts}"
@@ -102,20 +118,48 @@ def _common_checks(scenario: Scenario) -> list[CheckResult]:
               "impossible value: " + "; ".join(problems) if problems else "every condition reads a known fact with "
               "a possible value", problems=problems),
         check("maze.calculation_fact", bool(computed), "no condition reads a computed fact: give at least one integer "
-              "fact a derivation (interval_days, median, sum or difference) and test it in a condition, so the SOP "
+              "fact a derivation (interval_days, business_days, median, sum or difference) and test it in a condition, so the SOP "
               "requires a calculation" if not computed else f"computed facts read by conditions: {', '.join(computed)}",
               computed=computed),
         check("maze.facts_read", set(names) <= read, "facts no condition reads (remove them): "
               + ", ".join(sorted(set(names) - read)) if not set(names) <= read else "every fact is read",
               severity="warning", unread=sorted(set(names) - read)),
-        check("maze.scripts_fit", not bad_scripts, f"scripts and answers must be 1 to {RESPONSE_MAX_CHARS} characters "
-              "(they are the reference response): " + ", ".join(bad_scripts) if bad_scripts else
-              f"every script and answer fits in {RESPONSE_MAX_CHARS} characters", too_long=bad_scripts),
-        _at_least("maze.knowledge_base", len(scenario.knowledge_base), 3, "Q/A pairs in the knowledge base"),
-        _at_least("maze.constraints", len(scenario.constraints), 3, "global constraints"),
+        check("maze.scripts_fit", not bad_scripts, f"scripts and knowledge-base answers must be 1 to "
+              f"{COMMON['text_chars']} characters (they are the reference response): " + ", ".join(bad_scripts)
+              if bad_scripts else f"every script and knowledge-base answer fits in {COMMON['text_chars']} characters",
+              too_long=bad_scripts),
+        _at_least("maze.knowledge_base", len(scenario.knowledge_base), COMMON["min_qa"], "Q/A pairs in the knowledge base"),
+        _at_least("maze.constraints", len(scenario.constraints), COMMON["min_constraints"], "global constraints"),
+        _business_days(scenario),
         check("maze.answer_schema", not schema_errors, "the answer schema is not valid draft-07: "
               + "; ".join(schema_errors) if schema_errors else "the answer schema is valid draft-07"),
     ]
+
+
+def mentions_business_days(text: str) -> bool:
+    """Whether ``text`` speaks of business (working) days."""
+    return bool(_BUSINESS_DAYS.search(text))
+
+
+def _business_days(scenario: Scenario) -> CheckResult:
+    """Business days in the words need the business-day derivation in the structure (issue 19's contract): a
+    fact described in business days must count them, and a scenario whose text counts business days ("within
+    3 business days"; "the next business day" is a date, not a count) must have a fact that does."""
+    texts = [scenario.objective, *scenario.constraints, *(p.q + " " + p.a for p in scenario.knowledge_base),
+             *(text for _, text in _scripts(scenario))]
+    wrong = [f.name for f in scenario.facts if mentions_business_days(f.description) and f.derivation != "business_days"]
+    counted = [t for t in texts if _COUNTED_BUSINESS_DAYS.search(t)]
+    in_text = bool(counted) or any(mentions_business_days(f.description) for f in scenario.facts)
+    has = any(f.derivation == "business_days" for f in scenario.facts)
+    problems = [f"facts described in business days but derived otherwise: {', '.join(wrong)} (use \"derivation\": "
+                "\"business_days\")"] if wrong else []
+    if counted and not has and not wrong:
+        problems.append(f"the scenario counts business days (\"{_COUNTED_BUSINESS_DAYS.search(counted[0]).group(0)}\" "  # type: ignore[union-attr]
+                        "in its text) but no fact is derived with \"business_days\": count them with that "
+                        "derivation, or say calendar days throughout")
+    return check("maze.business_days", not problems, "; ".join(problems),
+                 ok="business days, where the text speaks of them, are counted by a business_days fact" if in_text
+                 else "the scenario counts calendar days only", facts=wrong)
 
 
 def _at_least(name: str, found: int, needed: int, what: str) -> CheckResult:
@@ -155,7 +199,7 @@ def _lrs_checks(s: LRSScenario) -> list[CheckResult]:
         shape.append(f"categories with fewer than {LRS_SHAPE['min_per_category']} options: {', '.join(small)}")
     bad_actions = [f"{o.id}: {o.action!r}" for _, o in s.leaves() if o.action not in s.actions]
     unused = sorted(set(s.actions) - {o.action for _, o in s.leaves()})
-    return [
+    return _report_checks(s) + [
         check("maze.lrs.ids", not _duplicates(ids) and not misplaced, "ids must be unique and each option id must "
               f"start with its category id and a dot: duplicates {_duplicates(ids)}, misplaced {misplaced}"
               if _duplicates(ids) or misplaced else f"{len(ids)} unique ids", duplicates=_duplicates(ids),
@@ -172,13 +216,52 @@ def _lrs_checks(s: LRSScenario) -> list[CheckResult]:
     ]
 
 
+def _report_checks(s: LRSScenario) -> list[CheckResult]:
+    unknown = [f for f in s.report if s.fact(f) is None]
+    needed = LRS_SHAPE["min_report"] if s.task_type in REPORTING_TASK_TYPES else 0
+    problems = [f"unknown facts in report: {', '.join(unknown)}"] if unknown else []
+    if len(s.report) < needed:
+        problems.append(f"a {s.task_type} scenario reports at least {needed} facts in \"report\" (found {len(s.report)})")
+    if s.task_type == "scheduling" and not any((f := s.fact(n)) and f.derivation for n in s.report):
+        problems.append("a scheduling scenario reports at least one computed fact")
+    return [check("maze.lrs.report", not problems, "; ".join(problems),
+                  ok=f"reports {len(s.report)} facts" if s.report else "reports no facts (the code is the answer)")]
+
+
+def precedence_problems(s: LRSScenario, logic: Logic | None = None) -> list[str]:
+    """Why the stated exceptions do not work: none stated, an unknown code, a cycle, or an exception that can
+    never meet (and so never decide against) the option it overrides."""
+    logic = logic or compile_logic(s)
+    pairs = [(o.id, other) for _, o in s.leaves() for other in o.overrides]
+    if not pairs:
+        return ["no option states an exception (\"overrides\"): add at least one option that takes precedence over "
+                "a general option when both hold"]
+    problems = [f"{a} overrides unknown or its own code {b!r}" for a, b in pairs if s.option(b) is None or a == b]
+    graph: dict[str, set[str]] = {}
+    for a, b in pairs:
+        graph.setdefault(a, set()).add(b)
+    cycle = _find_cycle(graph)
+    if cycle:
+        problems.append(f"exceptions override each other in a circle: {' -> '.join(cycle)}")
+    if problems:
+        return problems
+    leaves = {o.id: s.leaf_atoms(c, o) for c, o in s.leaves()}
+    for a, b in pairs:
+        beaten = set(s.option(a)[1].overrides)  # type: ignore[index]
+        competitors = [atoms for i, atoms in leaves.items() if i != a and i not in beaten]
+        if logic.solve_unique(leaves[a] + leaves[b], competitors) is None:
+            problems.append(f"{a} and {b} can never both hold with {a} the answer, so the precedence decides nothing")
+    return problems
+
+
 def unreachable_options(scenario: LRSScenario, logic: Logic | None = None) -> dict[str, str]:
     """Option id -> why no facts make it the one answer (exact: see :meth:`Logic.solve_unique`)."""
     logic = logic or compile_logic(scenario)
     leaves = [(o.id, scenario.leaf_atoms(c, o)) for c, o in scenario.leaves()]
+    beats = scenario.overrides_map()
     missing = {}
     for node_id, atoms in leaves:
-        others = [a for i, a in leaves if i != node_id]
+        others = [a for i, a in leaves if i != node_id and i not in beats.get(node_id, ())]
         if logic.solve_unique(atoms, others) is not None:
             continue
         if logic.solve_unique(atoms, []) is None:
