@@ -153,9 +153,15 @@ def hrs_drafts(s: HRSScenario, logic: Logic, count: int, max_turns: int, rng: ra
     chosen: list[Draft] = []
     covered: set[str] = set()
     answers: set[str] = set()
+    # a global rule that ends the call fires at any step, so the last turn alone solves it: a few such plans
+    # are worth their coverage (one in six), the rest must need the whole conversation
+    budget = count // 6
     while candidates and len(chosen) < count:
-        best = max(candidates, key=lambda c: (not c.shortcut, c.target not in answers, len(c.covers - covered),
+        allowed = budget > 0
+        best = max(candidates, key=lambda c: (not c.shortcut or (allowed and bool(c.covers - covered - {"R"})),
+                                              c.target not in answers, len(c.covers - covered), not c.shortcut,
                                               c.depth))
+        budget -= best.shortcut
         candidates.remove(best)
         # walks that differ only in a knowledge-base question nobody asked make the same instance
         if any(d.facts == best.draft.facts and d.turns == best.draft.turns for d in chosen):

@@ -32,7 +32,7 @@ from sopforge.families.maze.models.instances import NoisePlan, UserTurnPlan
 from sopforge.families.maze.models.logic import Fact, FactValue, Logic
 from sopforge.families.maze.models.scenario import HRSScenario, Scenario
 from sopforge.families.maze.stages.sampling import Draft
-from sopforge.families.maze.verify.shortcuts import same_answer
+from sopforge.families.maze.verify.shortcuts import read_answer, same_answer
 
 __all__ = ["CHANGING_ORDER", "assign_noise", "calculation_options"]
 
@@ -152,7 +152,9 @@ def _fact_noise(ctx: _Ctx, phenomenon: str, must_change: bool) -> bool:
     options = [(f, v) for f in ctx.free_facts(types) for v in ctx.other_values(f)]
     if phenomenon == "intent_reversal" and len(draft.turns) >= ctx.max_turns + 1:
         return False
-    picked = ctx.pick(options, lambda o: ctx.changes_fact(*o), must_change=must_change)
+    changes = (lambda o: ctx.changes_fact(*o) and not _reversal_solved(ctx, o[0])) if phenomenon == "intent_reversal" \
+        else (lambda o: ctx.changes_fact(*o))
+    picked = ctx.pick(options, changes, must_change=must_change)
     if picked is None:
         if phenomenon in ("disfluency", "off_topic") and not must_change:
             return _plain(ctx, phenomenon)
@@ -183,6 +185,13 @@ def _fact_noise(ctx: _Ctx, phenomenon: str, must_change: bool) -> bool:
                 "customer's own case")
     return ctx.add(NoisePlan(phenomenon=phenomenon, user_turn=turn, fact=fact, decoy=decoy,  # type: ignore[arg-type]
                              instruction=text), changes)
+
+
+def _reversal_solved(ctx: _Ctx, fact: str) -> bool:
+    """Whether moving ``fact`` to a last turn of its own would let the last-turn shortcut solve the draft."""
+    facts = ctx.draft.facts
+    answer, _ = read_answer(ctx.s, {fact: facts[fact]}, [None], ctx.logic)
+    return same_answer(answer, ctx.target)
 
 
 def _insert_off_topic(draft: Draft, rng: random.Random) -> int:

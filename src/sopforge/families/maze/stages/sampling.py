@@ -146,8 +146,11 @@ def _lrs_region(s: LRSScenario, logic: Logic, option_id: str, rng: random.Random
 
 
 def _lrs_drafts(s: LRSScenario, logic: Logic, count: int, rng: random.Random) -> list[Draft]:
+    """Drafts in target order; one that a shortcut solves whatever the layout is kept only when the tree
+    has too few others."""
     facts_read = sorted({a.fact for a in s.all_atoms()} | set(s.report))
     drafts: list[Draft] = []
+    solved: list[Draft] = []
     for option_id in _lrs_targets(s, rng):
         if len(drafts) == count:
             break
@@ -162,27 +165,29 @@ def _lrs_drafts(s: LRSScenario, logic: Logic, count: int, rng: random.Random) ->
         facts = {f: point[f] for f in sorted(stated)}
         category = s.option(option_id)[0]  # type: ignore[index]
         draft = Draft(facts=facts, turns=[], path=[category.id, option_id], path_kind=category.id)
-        draft.turns = _lrs_layout(s, logic, facts, rng)
-        drafts.append(draft)
-    return drafts
+        draft.turns, wins = _lrs_layout(s, logic, facts, rng)
+        (solved if wins else drafts).append(draft)
+    return drafts + solved[:count - len(drafts)]
 
 
-def _lrs_layout(s: LRSScenario, logic: Logic, facts: dict[str, FactValue], rng: random.Random) -> list[UserTurnPlan]:
+def _lrs_layout(s: LRSScenario, logic: Logic, facts: dict[str, FactValue],
+                rng: random.Random) -> tuple[list[UserTurnPlan], list[str]]:
     """Spread the facts over two to four user turns so that neither the first nor the last turn alone gives
-    the answer (tried ``LAYOUT_TRIES`` times, else the last layout tried)."""
+    the answer (tried ``LAYOUT_TRIES`` times). Returns the layout and the shortcuts that still win on it."""
     target = run_values(s, logic, facts).answer
     turns: list[UserTurnPlan] = []
+    wins: list[str] = []
     for _ in range(LAYOUT_TRIES):
         names = list(facts)
         rng.shuffle(names)
-        n = max(2, min(4, (len(names) + 1) // 2))
+        n = rng.randint(2, max(2, min(4, len(names))))
         turns = [UserTurnPlan(index=i + 1) for i in range(n)]
         for k, name in enumerate(names):
             turns[k % n].facts.append(name)
-        draft = Draft(facts=facts, turns=turns, path=[], path_kind="")
-        if not shortcut_wins(s, logic, draft, target):
+        wins = shortcut_wins(s, logic, Draft(facts=facts, turns=turns, path=[], path_kind=""), target)
+        if not wins:
             break
-    return turns
+    return turns, wins
 
 
 def shortcut_wins(s: Scenario, logic: Logic, draft: Draft, target: dict[str, Any] | None) -> list[str]:
