@@ -28,7 +28,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from sopforge.families.maze.models.dates import HOLIDAY
-from sopforge.families.maze.models.logic import REPLY, Atom, Fact, parse_atom
+from sopforge.families.maze.models.logic import Atom, Fact, parse_atom
 from sopforge.parsing import ParseError, describe_validation_error, extract_json, extract_tag
 
 __all__ = [
