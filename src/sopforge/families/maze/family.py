@@ -11,6 +11,7 @@ from typing import Any
 
 from sopforge.families import EditSpec, ExportSpec, Family, FamilySummary, OptionsSpec, StageSpec, SummaryTable, TableView
 from sopforge.families.maze import render
+from sopforge.families.maze.evaluation import EVALUATION
 from sopforge.families.maze.models.baselines import BaselineReport
 from sopforge.families.maze.models.instances import InstanceSet
 from sopforge.families.maze.models.package import MazePackage
@@ -139,4 +140,5 @@ FAMILY = Family(
     ),
     scorers={"answer": score_answer, "set": score_set},
     summarize=summarize,
+    evaluation=EVALUATION,
 )
