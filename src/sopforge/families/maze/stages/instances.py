@@ -94,15 +94,18 @@ def plan_text(scenario: Scenario, plan: InstancePlan) -> str:
             parts.append(f"reply kind = {turn.reply}")
         if turn.question is not None:
             parts.append(f"the user asks, in their own words, the knowledge-base question \u201c{kb[turn.question].q}\u201d")
-        if turn.off_topic:
+        planted = [n for n in noise.get(turn.index, []) if n.user_turn == turn.index]
+        if turn.off_topic and not any(n.phenomenon == "off_topic" for n in planted):
             parts.append("off-topic: the whole turn is about something unrelated to the request and states no fact")
         if turn.facts:
-            parts.append("convey " + "; ".join(f"{f} = {_value(plan.facts[f])}" for f in turn.facts))
+            computed = {n.fact for n in planted if n.phenomenon == "calculation"}
+            parts.append("convey " + "; ".join(f"{f} (only through the operands below)" if f in computed
+                                               else f"{f} = {_value(plan.facts[f])}" for f in turn.facts))
         for n in noise.get(turn.index, []):
             if n.decoy_turn == turn.index:
                 parts.append(f"say, as if it were true, that {n.fact} = {_value(n.decoy)} (taken back in user turn "
                              f"{n.user_turn})")
-            elif n.phenomenon != "off_topic" or not turn.off_topic or n.decoy is not None:
+            else:
                 parts.append(f"{n.phenomenon}: {n.instruction}")
         last = " (the last turn: the conversation ends with it)" if plan.kind == "HRS" and turn.index == len(plan.turns) else ""
         lines.append(f"User turn {turn.index}{last}: " + ("; ".join(parts) or "a natural reply that states no fact"))
