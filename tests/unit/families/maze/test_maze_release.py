@@ -106,3 +106,39 @@ def test_an_instance_whose_target_is_not_its_last_subtask_fails_the_gate(export)
     path = export / "refill_contact_disposition" / "instances.jsonl"
     rewrite(path, lambda rows: rows[0]["target"].update(step="5.01"))
     assert any("the instance's target is not its last subtask's" in p for p in release_problems(export))
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_the_interpreter_re_derives_every_planned_answer_and_misreading(seed, lrs, hrs):
+    from sopforge.families.maze.models.instances import PHENOMENA
+    from sopforge.families.maze.stages.sampling import plan_instances
+
+    reporting = lrs.model_copy(update={"name": "intents", "report": ["request_type", "days_since_last_fill"]})
+    for scenario in (lrs, reporting, hrs):
+        interp = Interpreter(scenario)
+        for plan in plan_instances(scenario, 6, noise=dict.fromkeys(PHENOMENA, 0.5), max_turns=5, seed=seed):
+            questions = [t.question for t in plan.turns]
+            for sub in plan.subtasks:
+                if plan.kind == "LRS":
+                    got = interp.lrs(sub.facts)
+                else:
+                    answers, _ = interp.hrs(sub.facts, sub.replies, questions[:sub.turn])
+                    got = answers[-1] if len(answers) == sub.turn else None
+                assert got is not None and answer_key(got) == answer_key(sub.target), (plan.id, sub.turn)
+            for n in (n for n in plan.noise if n.decoy is not None):
+                if n.fact:
+                    inside = any(v == n.decoy and type(v) is type(n.decoy) for v in interp.domains[n.fact])
+                    facts = {**plan.facts, n.fact: n.decoy}
+                    replies = [t.reply for t in plan.turns]
+                else:
+                    inside, facts = True, plan.facts
+                    replies = [n.decoy if t.index == n.user_turn else t.reply for t in plan.turns]
+                if not inside:
+                    got = None
+                elif plan.kind == "LRS":
+                    got = interp.lrs(facts)
+                else:
+                    answers, _ = interp.hrs(facts, replies, questions)
+                    got = answers[-1] if len(answers) == len(replies) else None
+                assert (answer_key(got) if got else None) == (answer_key(n.misread) if n.misread else None), (
+                    plan.id, n.phenomenon)

@@ -141,6 +141,10 @@ class Interpreter:
         return answers, lines
 
 
+def _same_value(a: Any, b: Any) -> bool:
+    return a == b and type(a) is type(b)
+
+
 def _graded(answer: dict[str, Any] | None) -> dict[str, Any] | None:
     return None if answer is None else {k: v for k, v in answer.items() if k not in EXCLUSION_KEYS}
 
@@ -181,9 +185,13 @@ def _check_misreads(interp: Interpreter, record: dict[str, Any]) -> list[str]:
         if n.get("decoy") is None:
             continue
         if n.get("fact"):
-            got = interp.lrs({**facts, n["fact"]: n["decoy"]}) if record["kind"] == "LRS" else None
-            if record["kind"] == "HRS":
-                answers, _ = interp.hrs({**facts, n["fact"]: n["decoy"]}, replies, record.get("questions") or [])
+            changed = {**facts, n["fact"]: n["decoy"]}
+            if not any(_same_value(n["decoy"], v) for v in interp.domains.get(n["fact"], [])):
+                got = None   # a reading outside the fact's declared range: the SOP gives it no answer
+            elif record["kind"] == "LRS":
+                got = interp.lrs(changed)
+            else:
+                answers, _ = interp.hrs(changed, replies, record.get("questions") or [])
                 got = answers[-1] if len(answers) == len(replies) else None
         else:
             changed = replies[:]
