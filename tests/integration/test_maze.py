@@ -1,75 +1,124 @@
-"""The SOP-Maze family end to end: the CLI in a subprocess, a real Prefect server, real DuckDB."""
+"""The SOP-Maze family end to end: the CLI in a subprocess, a real Prefect server, real DuckDB, and every prompt
+answered through the exchange folder by the plan-driven scripted model while the run waits (the way an
+independent answerer records the example)."""
 
 from __future__ import annotations
 
 import json
+import sys
+import threading
+from pathlib import Path
 
 import duckdb
 import httpx
 import pyarrow.parquet as pq
 import pytest
 
-from answers import MAZE_CALLS, THEME, by_stage, recorded_answer
+from answers import RECORDINGS, THEME, by_stage
 from sopforge.families import plan
+from sopforge.families.maze.options import MazeSpec
+from sopforge.llm.providers._files import read_response
 from sopforge.llm.testserver import FakeLLMServer
+from sopforge.theme import load_theme_file
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "families" / "maze"))
+from maze_support import FakeModel, load_hrs, load_lrs, scenario_answer  # noqa: E402
 
 pytestmark = pytest.mark.prefect
 STAGES = ["context", "maze_lrs", "maze_hrs", "maze_instances", "maze_baselines", "maze_package"]
+EXAMPLE = "examples/themes/pharmacy_refills.yaml"
 
 
-def unreachable_option_answer() -> str:
-    """The recorded LRS scenario with option 1.06 widened so that it covers 1.05 whenever 1.05 holds."""
-    good = recorded_answer("maze_lrs")
-    bad = good.replace('"days_since_last_fill >= 24", "insurance_status in [inactive, not_on_file]"',
-                       '"days_since_last_fill >= 24", "insurance_status != inactive"')
-    assert bad != good
-    return bad
+def example_options() -> MazeSpec:
+    return MazeSpec.model_validate(load_theme_file(Path(EXAMPLE))[0]["maze"])
+
+
+class Answerer(threading.Thread):
+    """Answers every request file that appears in the exchange folder, as an independent answerer would."""
+
+    def __init__(self, folder: Path, fake: FakeModel):
+        super().__init__(daemon=True)
+        self.folder, self.fake, self.stop = folder, fake, threading.Event()
+        self.answered: list[str] = []
+
+    def answer(self, stem: str) -> str:
+        if "__context__" in stem:
+            return read_response(RECORDINGS / "pharmacy_refills__context__main__a1.response.md")[1]
+        return self.fake(type("Request", (), {"call_key": stem.replace("__", "/")})())
+
+    def run(self) -> None:
+        while not self.stop.wait(0.1):
+            for request in sorted(self.folder.glob("*.request.md")):
+                stem = request.name.removesuffix(".request.md")
+                response = self.folder / f"{stem}.response.md"
+                if not response.exists():
+                    tmp = response.with_suffix(".tmp")
+                    tmp.write_text(self.answer(stem), encoding="utf-8")
+                    tmp.replace(response)
+                    self.answered.append(stem)
+
+
+def intents():
+    return load_lrs("intent_recognition").model_copy(update={"name": "refill_intents",
+                                                             "report": ["request_type", "days_since_last_fill"]})
 
 
 def db(cli) -> duckdb.DuckDBPyConnection:
     return duckdb.connect(str(cli.home / "sopforge.duckdb"), read_only=True)
 
 
-def test_the_example_builds_one_lrs_and_one_hrs_scenario_with_verified_instances(cli, prefect_api):
-    first = cli("generate", "examples/themes/pharmacy_refills.yaml", "--family", "maze", "--json")
+def test_the_example_builds_several_scenarios_per_kind_with_subtasks_and_a_release_gate(cli, prefect_api, tmp_path):
+    opts = example_options()
+    fake = FakeModel([load_lrs(), intents()], [load_hrs("inbound_service_line"),
+                                               load_hrs("outbound_follow_up").model_copy(update={"name": "refill_callback"})],
+                     opts)
+    folder = tmp_path / "exchange"
+    folder.mkdir()
+    answerer = Answerer(folder, fake)
+    answerer.start()
+    env = {"SOPFORGE_EXCHANGE_DIR": str(folder), "SOPFORGE_EXCHANGE_WAIT_SECONDS": "60"}
+    try:
+        first = cli("generate", EXAMPLE, "--provider", "exchange", "--family", "maze", "--json", env=env, timeout=600)
+    finally:
+        answerer.stop.set()
     assert first.code == 0, first.stderr
     summary = json.loads(first.stdout)
-    assert summary["status"] == "succeeded"
-    assert [s["stage"] for s in summary["stages"]] == STAGES
-    assert summary["llm_calls"] == 1 + MAZE_CALLS   # the shared context, then every maze recording once
+    assert summary["status"] == "succeeded" and [s["stage"] for s in summary["stages"]] == STAGES
+    instances = opts.lrs_scenarios * opts.lrs_instances + opts.hrs_scenarios * opts.hrs_instances
+    # the context, one ask per scenario, and per instance a writer, a reader and the two shortcut readers (the
+    # scripted writer's first turns can repeat word for word, and a repeated prompt is answered from the cache)
+    assert summary["llm_calls"] == len(answerer.answered)
+    assert 1 + 4 + 3 * instances < summary["llm_calls"] <= 1 + 4 + 4 * instances
     maze = summary["families"]["maze"]
     paper = {row[0]: row[1:] for row in maze["tables"][0]["rows"]}
-    assert paper["instances"] == ["10", "397"] and paper["scenarios (LRS / HRS)"] == ["2 (1 / 1)", "23 (13 / 10)"]
-    baselines = {row[0]: row[3:] for row in maze["tables"][1]["rows"]}
-    assert baselines == {"refill_contact_disposition": ["0.36 (1 exact)", "0.52 (2 exact)", "0.20 (0 exact)"],
-                         "automated_refill_line": ["0.52 (2 exact)", "0.20 (0 exact)", "0.20 (0 exact)"]}
+    assert paper["scenarios (LRS / HRS)"] == ["4 (2 / 2)", "23 (13 / 10)"]
+    assert paper["instances (dialogues)"] == [str(instances), "397"]
+    assert [t["title"].split(":")[0].split(" (")[0] for t in maze["tables"]] == [
+        "SOP-Maze set beside the paper", "SOP-Maze noise", "SOP-Maze shortcut baselines"]
     run_id = summary["run_id"]
 
     with db(cli) as con:
-        families = dict(con.execute("SELECT stage, family FROM artifacts").fetchall())
-        assert families == {"context": None, **dict.fromkeys(STAGES[1:], "maze")}
-        edges = con.execute("""SELECT c.stage, p.stage FROM artifact_edges e JOIN artifacts c ON c.id = e.child
-                               JOIN artifacts p ON p.id = e.parent ORDER BY 1, 2""").fetchall()
-        assert edges == sorted((s.name, parent) for s in plan(("maze",)).stages for parent in s.parents)
-        funnel = con.execute("SELECT stage, family, item_type, generated, verified, retried, dropped, kept FROM funnel "
-                             "ORDER BY ordinal").fetchall()
-        assert funnel == [("maze_instances", "maze", "LRS", 5, 5, 1, 0, 5), ("maze_instances", "maze", "HRS", 5, 5, 0, 0, 5)]
-        gates = con.execute("SELECT a.stage, r.decision, r.source FROM reviews r JOIN artifacts a ON a.id = r.artifact_id "
-                            "ORDER BY a.stage").fetchall()
-        assert gates == [("maze_hrs", "approve", "auto"), ("maze_lrs", "approve", "auto"),
-                         ("maze_package", "approve", "auto")]
         assert con.execute("SELECT count(*) FROM validations WHERE NOT passed AND severity = 'error'").fetchone() == (0,)
         calls = dict(con.execute("SELECT stage, count(*) FROM llm_calls GROUP BY 1").fetchall())
-        assert calls == {"context": 1, "maze_lrs": 1, "maze_hrs": 1, "maze_instances": 22, "maze_baselines": 10}
+        assert {k: v for k, v in calls.items() if k != "maze_baselines"} == {
+            "context": 1, "maze_lrs": 2, "maze_hrs": 2, "maze_instances": 2 * instances}
+        release = con.execute("SELECT message FROM validations WHERE check_name = 'maze_package.release'").fetchone()
+        assert "re-executed from the exported tree" in release[0]
+        gates = con.execute("SELECT a.stage, r.decision FROM reviews r JOIN artifacts a ON a.id = r.artifact_id "
+                            "ORDER BY a.stage").fetchall()
+        assert gates == [("maze_hrs", "approve"), ("maze_lrs", "approve"), ("maze_package", "approve")]
 
     export = cli.home / "exports" / run_id / "maze"
     metadata = json.loads((export / "metadata.json").read_text())
-    assert metadata["statistics"]["instances"] == 10 and metadata["statistics"]["repaired"] == 1
-    assert all(metadata["statistics"]["noise_phenomena"].values())   # every phenomenon at least once
-    assert set(metadata["statistics"]["path_kinds"]) == {"LRS:1", "LRS:2", "LRS:3", "LRS:4", "LRS:5", "HRS:end",
-                                                         "HRS:advance", "HRS:answer"}
-    assert len(pq.read_table(export / "instances.parquet")) == 10
-    for scenario in ("refill_contact_disposition", "automated_refill_line"):
+    stats = metadata["statistics"]
+    assert stats["instances"] == instances and stats["subtasks"] > instances
+    assert set(stats["task_types"].values()) == {"disposition", "intent_recognition", "inbound_service_line",
+                                                 "outbound_follow_up"}
+    noisy = metadata["noise_table"][-1]
+    assert noisy["phenomenon"] == "instances with noise" and 2 * noisy["changes_answer"] >= noisy["tagged"] > 0
+    assert all(m < 0.35 for means in metadata["baselines_pooled"].values() for m in means.values())
+    assert len(pq.read_table(export / "subtasks.parquet")) == stats["subtasks"]
+    for scenario in ("refill_contact_disposition", "refill_intents", "automated_refill_line", "refill_callback"):
         assert (export / scenario / "prompt_template.txt").read_text().startswith("【Background】")
         assert json.loads((export / scenario / "schema.json").read_text())["additionalProperties"] is False
 
@@ -78,32 +127,28 @@ def test_the_example_builds_one_lrs_and_one_hrs_scenario_with_verified_instances
                            timeout=30).json()
     task_runs = httpx.post(f"{prefect_api}/task_runs/filter", json={"flow_runs": {"id": {"any_": [flow_runs[0]["id"]]}}},
                            timeout=30).json()
+    stage_runs = {t["name"]: t for t in task_runs if t["name"] in STAGES}
     name_of = {t["id"]: t["name"] for t in task_runs}
-    drawn = {t["name"]: sorted(name_of[i["id"]] for i in t["task_inputs"].get("wait_for", [])) for t in task_runs}
+    drawn = {name: sorted(name_of[i["id"]] for i in t["task_inputs"].get("wait_for", [])) for name, t in stage_runs.items()}
     assert drawn == {s.name: sorted(s.parents) for s in plan(("maze",)).stages}
 
-    shown = cli("show", run_id, "--stage", "maze_hrs", "--json")
-    assert shown.code == 0, shown.stderr
-    detail = json.loads(shown.stdout)
-    assert detail["artifact"]["content"]["name"] == "automated_refill_line"
-    assert [p["stage"] for p in detail["lineage"]["parents"]] == ["context"]
-
-    again = cli("rerun", run_id, "--from", "maze_baselines", "--json")
+    again = cli("rerun", run_id, "--from", "maze_package", "--json", env=env)
     assert again.code == 0, again.stderr
-    rerun = json.loads(again.stdout)
-    statuses = {s["stage"]: s["status"] for s in rerun["stages"]}
-    assert statuses == {**dict.fromkeys(STAGES[:4], "reused"), "maze_baselines": "generated", "maze_package": "reused"}
-    assert rerun["llm_calls"] == 10   # only the first-turn reader asked again (same answers, same content)
+    statuses = {s["stage"]: s["status"] for s in json.loads(again.stdout)["stages"]}
+    assert statuses == {**dict.fromkeys(STAGES[:5], "reused"), "maze_package": "generated"}
 
 
 def test_a_scenario_with_an_unreachable_option_stops_the_family_with_one_line(cli):
+    bad = load_lrs()
+    bad.option("1.06")[1].when[-1] = "insurance_status != inactive"   # 1.06 now holds whenever 1.05 does
     env = {"OPENAI_API_KEY": "sk-test", "SOPFORGE_MAX_ATTEMPTS": "2"}
-    with FakeLLMServer(by_stage({"maze_lrs": unreachable_option_answer()})) as server:
+    with FakeLLMServer(by_stage({"maze_lrs": scenario_answer(bad), "maze_hrs": scenario_answer(load_hrs())})) as server:
         failed = cli("generate", "--theme", THEME, "--slug", "pharmacy_refills", "--family", "maze",
                      "--provider", "openai", "--model", "m", "--base-url", server.openai_base_url, env=env)
     assert failed.code == 1
     errors = [line for line in failed.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and "maze_lrs: check maze.lrs.reachable failed after 2 attempts" in errors[0]
+    assert len(errors) == 1 and "maze_lrs: scenario 1 (disposition): check maze.lrs.reachable failed after 2 attempts" \
+        in errors[0]
     assert "1.05: whenever it holds, so does 1.06" in errors[0]
     with db(cli) as con:
         stages = {s for (s,) in con.execute("SELECT stage FROM artifacts").fetchall()}

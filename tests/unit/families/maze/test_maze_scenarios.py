@@ -32,7 +32,8 @@ def test_recorded_scenarios_parse_and_pass_every_check(lrs: LRSScenario, hrs: HR
     (lambda a: a.replace("<scenario>", "<scenrio>"), "scenario"),
     (lambda a: a.replace('"days_since_last_fill >= 24"', '"days_since_last_fill is at least 24"', 1), "must read"),
     (lambda a: a.replace('"type": "boolean"', '"type": "bool"', 1), "type"),
-    (lambda a: a.replace('"refills_remaining", "type": "integer", "minimum": 0', '"refills_remaining", "type": "integer", "minimum": 20', 1), "minimum < maximum"),
+    (lambda a: a.replace('"values": [], "minimum": 0, "maximum": 12', '"values": [], "minimum": 20, "maximum": 12', 1),
+     "minimum < maximum"),
 ])
 def test_malformed_answers_are_parse_errors_naming_the_problem(lrs_answer: str, edit, fragment: str):
     with pytest.raises(ParseError, match=fragment):
@@ -148,5 +149,5 @@ def test_a_shallow_procedure_is_not_an_hrs(hrs: HRSScenario):
 
 
 def test_an_edited_scenario_round_trips_through_an_answer(hrs: HRSScenario):
-    again = parse_scenario(scenario_answer(hrs), "HRS")
+    again = parse_scenario(scenario_answer(hrs), "HRS", hrs.task_type)
     assert again == hrs

@@ -1,16 +1,12 @@
-"""Shortcut baselines per scenario: the artifact of maze_baselines (issue 14 item 5).
+"""Shortcut baselines per scenario: the artifact of maze_baselines.
 
-A benchmark item is only informative when reading it is necessary. Three shortcuts that skip the
-reading, scored like a model with the family's scorer; each should stay near the format-only
-credit of 0.2 (on wide LRS tasks the paper's models sit there, L165, Table 5):
-
-* ``majority_leaf``: always the reference answer most frequent in this scenario's set (computed
-  on the set itself, so it is an upper bound for a prior-only guess);
-* ``first_turn``: an LLM reads only the user input up to the first user turn and the tree is
-  executed on what it found (a reader that stops early); where that leaves the answer open, an
-  LRS reader takes the first option in SOP order still possible and an HRS reader the constant
-  answer, so the guess uses no answer of the set;
-* ``constant``: one schema-valid answer for everything (the first value of every enum).
+A benchmark item only measures SOP-following when reading the whole input and applying the SOP is
+necessary. Four shortcuts skip part of that (:mod:`..verify.shortcuts`): the leave-one-out
+``majority`` answer, a reader of the ``first_turn`` only, a reader of the ``last_turn`` only, and the
+SOP's ``first_option``. Each is scored like a model with the family's scorer, on every instance's
+final answer (where a shortcut that reads part of the input means something) and, for the two that
+read nothing, on every subtask. On wide tasks the paper's models sit near the format-only credit
+0.2 (Table 5); the gate keeps every shortcut below ``maze.max_baseline`` (0.35) per kind.
 """
 
 from __future__ import annotations
@@ -21,9 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sopforge.families.maze.models.instances import Extraction
 
-__all__ = ["BASELINES", "BaselineReport", "BaselineResult", "FirstTurnReading", "ScenarioBaselines"]
+__all__ = ["BASELINES", "BaselineReport", "BaselineResult", "ScenarioBaselines", "ShortcutReading"]
 
-BASELINES: tuple[str, ...] = ("majority_leaf", "first_turn", "constant")
+BASELINES: tuple[str, ...] = ("majority", "first_turn", "last_turn", "first_option")
+Shortcut = Literal["majority", "first_turn", "last_turn", "first_option"]
 
 
 class BaselineResult(BaseModel):
@@ -31,11 +28,13 @@ class BaselineResult(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: Literal["majority_leaf", "first_turn", "constant"] = Field(description="Which shortcut.")
-    answers: dict[str, dict[str, Any]] = Field(description="Instance id -> the shortcut's answer.")
-    scores: dict[str, float] = Field(description="Instance id -> score (1.0 / 0.2 / 0).")
-    mean: float = Field(description="Mean score (0 to 1); the format-only credit is 0.2.")
+    name: Shortcut = Field(description="Which shortcut.")
+    answers: dict[str, dict[str, Any]] = Field(description="Instance id -> the shortcut's final answer.")
+    scores: dict[str, float] = Field(description="Instance id -> score of the final answer (1.0 / 0.2 / 0).")
+    mean: float = Field(description="Mean score over the instances' final answers (0 to 1).")
     correct: int = Field(description="Instances the shortcut answers exactly.")
+    subtask_mean: float | None = Field(None, description=(
+        "Mean score over every subtask (majority and first_option only; None for the readers)."))
 
 
 class ScenarioBaselines(BaseModel):
@@ -44,20 +43,22 @@ class ScenarioBaselines(BaseModel):
     scenario: str = Field(description="Scenario name.")
     kind: Literal["LRS", "HRS"] = Field(description="Scenario kind.")
     instances: int = Field(description="Instances scored.")
+    subtasks: int = Field(0, description="Subtasks scored by the majority and first-option shortcuts.")
     results: list[BaselineResult] = Field(description="One result per shortcut, in BASELINES order.")
 
     def result(self, name: str) -> BaselineResult:
         return next(r for r in self.results if r.name == name)
 
 
-class FirstTurnReading(BaseModel):
-    """What the first-turn reader found and how its answer was decided."""
+class ShortcutReading(BaseModel):
+    """What a shortcut reader found in the part of the input it reads, and how its answer was decided."""
 
     model_config = ConfigDict(extra="forbid")
 
     instance: str = Field(description="Instance id.")
-    extraction: Extraction = Field(description="Facts (and first reply) read from the first user turn only.")
-    asked: bool = Field(description="False when the first turn is the whole input (the verified reading is reused).")
+    shortcut: Literal["first_turn", "last_turn"] = Field(description="Which reader.")
+    extraction: Extraction = Field(description="What it read.")
+    asked: bool = Field(description="False when that part is the whole input (the verified reading is reused).")
     decided: str = Field(description="'executed' (the tree gave one answer) or why the fallback was used.")
 
 
@@ -66,5 +67,13 @@ class BaselineReport(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    scenarios: list[ScenarioBaselines] = Field(description="Per scenario, LRS first.")
-    first_turn: list[FirstTurnReading] = Field(description="The first-turn reader's findings per instance.")
+    scenarios: list[ScenarioBaselines] = Field(description="Per scenario, LRS ones first.")
+    readings: list[ShortcutReading] = Field(default_factory=list, description="The shortcut readers' findings.")
+    pooled: dict[str, dict[str, float]] = Field(default_factory=dict, description=(
+        "Kind -> shortcut -> mean score over every final answer of that kind (what the gate compares)."))
+    max_baseline: float = Field(0.35, description="The gate: every pooled mean must stay below it.")
+
+    def too_high(self) -> list[str]:
+        """'<kind> <shortcut> <mean>' for every pooled mean at or above the gate."""
+        return [f"{kind} {name} {mean:.2f}" for kind, means in self.pooled.items() for name, mean in means.items()
+                if mean >= self.max_baseline]

@@ -8,7 +8,9 @@ from an undetermined one.
 At every decision the candidates are judged on the whole region: the answer is **unique** when
 exactly one candidate is true everywhere and every other one false everywhere. Anything else
 (two candidates true, or one whose truth depends on an unstated fact) stops the execution with
-the ids involved: the instance does not determine a single answer.
+the ids involved: the instance does not determine a single answer. LRS options may state a
+**precedence** (an exception ``overrides`` a general option): a candidate that holds is set aside
+when a candidate that overrides it holds too, as the rendered SOP says.
 
 HRS semantics (docs/families/maze.md, "Executing an HRS tree"): the conversation waits at a
 step with a script. A user reply is matched first against the global rules, then against the
@@ -29,7 +31,7 @@ from sopforge.families.maze.models.scenario import (
 )
 
 __all__ = ["Decision", "Execution", "Taken", "Turn", "TurnOutcome", "compile_logic", "decide", "decision_groups",
-           "hrs_turn", "run_hrs", "run_lrs", "run_scenario"]
+           "hrs_turn", "lrs_answer", "run_hrs", "run_lrs", "run_scenario", "run_values"]
 
 KB_PLACEHOLDER = "(the knowledge-base answer to the user's question)"
 
@@ -81,6 +83,7 @@ class Execution:
     decisions: list[Decision] = field(default_factory=list)
     taken: list[Taken] = field(default_factory=list)
     agent_lines: list[str] = field(default_factory=list)  # HRS: what the agent says before each user turn
+    turn_answers: list[dict[str, Any]] = field(default_factory=list)  # HRS: the answer after each user turn
     visited: list[str] = field(default_factory=list)      # HRS: steps in the order they were evaluated
     error: str | None = None
 
@@ -95,16 +98,19 @@ def compile_logic(scenario: Scenario) -> Logic:
     return Logic(scenario.facts, scenario.all_atoms(), replies)
 
 
-def decide(logic: Logic, at: str, groups: list[list[tuple[str, list[Atom]]]], region: Region) -> Decision:
-    """Judge candidate groups in precedence order (global rules before sub-steps) on ``region``."""
+def decide(logic: Logic, at: str, groups: list[list[tuple[str, list[Atom]]]], region: Region,
+           overrides: dict[str, frozenset[str]] | None = None) -> Decision:
+    """Judge candidate groups in precedence order (global rules before sub-steps) on ``region``.
+
+    ``overrides`` (node -> nodes it takes precedence over): a candidate overridden by one that is
+    true everywhere drops out, whatever its own truth; one that could override a true candidate
+    but may or may not hold leaves the decision undetermined."""
+    overrides = overrides or {}
     for group in groups:
-        true, unknown = [], []
-        for node_id, atoms in group:
-            tri = logic.truth(atoms, region)
-            if tri is Tri.TRUE:
-                true.append(node_id)
-            elif tri is Tri.UNKNOWN:
-                unknown.append(node_id)
+        truths = {node_id: logic.truth(atoms, region) for node_id, atoms in group}
+        beaten = {loser for node_id, tri in truths.items() if tri is Tri.TRUE for loser in overrides.get(node_id, ())}
+        true = [n for n, tri in truths.items() if tri is Tri.TRUE and n not in beaten]
+        unknown = [n for n, tri in truths.items() if tri is Tri.UNKNOWN and n not in beaten]
         if unknown:
             return Decision(at, "undetermined", candidates=tuple(true + unknown))
         if len(true) > 1:
@@ -114,17 +120,35 @@ def decide(logic: Logic, at: str, groups: list[list[tuple[str, list[Atom]]]], re
     return Decision(at, "none")
 
 
-def run_lrs(scenario: LRSScenario, logic: Logic, region: Region) -> Execution:
-    """The one option whose condition (its category's and its own) holds on ``region``."""
+def lrs_answer(scenario: LRSScenario, option_id: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The answer that names ``option_id`` (with its category, script and action, and ``details`` when the
+    scenario reports facts), keys in the schema's order."""
+    category, option = scenario.option(option_id)  # type: ignore[misc]
+    answer: dict[str, Any] = {"category": category.id, "step": option.id}
+    if scenario.report:
+        answer["details"] = dict(details or {})
+    answer.update(response=option.script, action=option.action)
+    return answer
+
+
+def run_lrs(scenario: LRSScenario, logic: Logic, region: Region, values: dict[str, Any] | None = None) -> Execution:
+    """The one option whose condition (its category's and its own) holds on ``region``, with precedence.
+
+    ``values``: the known facts' values, which the answer's ``details`` report (a scenario with
+    ``report`` facts needs every one of them known)."""
     leaves = [(o.id, scenario.leaf_atoms(c, o)) for c, o in scenario.leaves()]
-    decision = decide(logic, "root", [leaves], region)
+    decision = decide(logic, "root", [leaves], region, scenario.overrides_map())
     run = Execution(decisions=[decision])
     if decision.status != "unique":
         run.error = decision.describe()
         return run
+    missing = [f for f in scenario.report if (values or {}).get(f) is None]
+    if missing:
+        run.error = f"the details to report are not all stated ({', '.join(missing)})"
+        return run
     category, option = scenario.option(decision.taken)  # type: ignore[misc, arg-type]
     run.taken.append(Taken(turn=0, node=option.id, at=category.id, then="choose"))
-    run.answer = {"category": category.id, "step": option.id, "response": option.script, "action": option.action}
+    run.answer = lrs_answer(scenario, option.id, {f: values[f] for f in scenario.report} if values else {})
     return run
 
 
@@ -218,14 +242,26 @@ def run_hrs(scenario: HRSScenario, logic: Logic, facts: Region, turns: list[Turn
             run.error = out.error
             return run
         run.answer = out.answer
+        run.turn_answers.append(out.answer)  # type: ignore[arg-type]
         run.agent_lines.append(out.answer["response"])  # type: ignore[index]
         step = scenario.step(out.waiting_at) if out.waiting_at else None
     run.agent_lines = run.agent_lines[:len(turns)]
     return run
 
 
-def run_scenario(scenario: Scenario, logic: Logic, facts: Region, turns: list[Turn] | None = None) -> Execution:
+def run_scenario(scenario: Scenario, logic: Logic, facts: Region, turns: list[Turn] | None = None,
+                 values: dict[str, Any] | None = None) -> Execution:
     """:func:`run_lrs` or :func:`run_hrs`, by kind."""
     if isinstance(scenario, LRSScenario):
-        return run_lrs(scenario, logic, facts)
+        return run_lrs(scenario, logic, facts, values)
     return run_hrs(scenario, logic, facts, turns or [])
+
+
+def run_values(scenario: Scenario, logic: Logic, values: dict[str, Any], turns: list[Turn] | None = None) -> Execution:
+    """Execute on known values (None or absent: unknown); values outside a fact's domain are an error."""
+    known = {k: v for k, v in values.items() if v is not None}
+    try:
+        region = logic.region_of(known)
+    except ValueError as exc:
+        return Execution(error=str(exc))
+    return run_scenario(scenario, logic, region, turns, known)

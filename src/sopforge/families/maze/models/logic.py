@@ -30,12 +30,13 @@ from typing import Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = [
-    "Atom", "Cell", "Derivation", "Fact", "FactValue", "Logic", "OPS", "REPLY", "Region", "Tri", "parse_atom",
+    "Atom", "Cell", "DATE_DERIVATIONS", "Derivation", "Fact", "FactValue", "Logic", "OPS", "REPLY", "Region", "Tri", "parse_atom",
 ]
 
 REPLY = "reply"  # the per-turn pseudo-fact of HRS trees: the kind of the user's current reply
 OPS: tuple[str, ...] = ("==", "!=", "<=", ">=", "<", ">", "not in", "in")
-Derivation = Literal["interval_days", "median", "sum", "difference"]
+Derivation = Literal["interval_days", "business_days", "median", "sum", "difference"]
+DATE_DERIVATIONS = ("interval_days", "business_days")  # computed from two dates
 FactValue = Union[bool, int, str]
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 # "in" / "not in" are words: they need a space before them, or "days_since" would read as "days_s in ce"
@@ -55,11 +56,12 @@ class Fact(BaseModel):
     maximum: int | None = Field(None, description="integer: largest possible value.")
     unit: str = Field("", description="integer: unit, e.g. 'days' or 'usd'.")
     derivation: Derivation | None = Field(None, description=(
-        "integer facts the SOP computes: interval_days (days between two dates), median (of several "
-        "numbers), sum or difference (of stated numbers). Calculation noise states the operands, not the value."))
+        "integer facts the SOP computes: interval_days (calendar days between two dates), business_days "
+        "(weekdays between two dates, the scenario's listed holidays excluded), median (of several numbers), sum "
+        "or difference (of stated numbers). Calculation noise states the operands, not the value."))
     interval_anchor: Literal["until_call", "after_call"] = Field("until_call", description=(
-        "interval_days: whether the interval ends on the day of the conversation (days since a past event) or "
-        "lies after it (a planned period, e.g. a trip)."))
+        "interval_days / business_days: whether the interval ends on the day of the conversation (days since a "
+        "past event) or lies after it (a planned period, e.g. a trip)."))
 
     @field_validator("name")
     @classmethod

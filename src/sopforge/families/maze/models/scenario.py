@@ -16,28 +16,67 @@ global constraints (L485) and a draft-07 answer schema with a step enum, a free-
 and an action enum, ``additionalProperties: false`` (L486). The model answers with one JSON
 object in ``<scenario>`` tags (docs/families/maze.md); the text the evaluated model reads is
 rendered from the structure here, so it can never contradict the conditions that compute the
-reference answers.
+reference answers. The SOP text itself (clean for writers, messy for the evaluated model, as the
+paper keeps production SOPs' imperfections, L77) is rendered in :mod:`.sop_text`.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from sopforge.families.maze.models.logic import REPLY, Atom, Fact, parse_atom
+from sopforge.families.maze.models.dates import HOLIDAY
+from sopforge.families.maze.models.logic import Atom, Fact, parse_atom
 from sopforge.parsing import ParseError, describe_validation_error, extract_json, extract_tag
 
 __all__ = [
-    "ANSWER_TAG", "EXCLUSION_KEYS", "HRS_ACTIONS", "RESPONSE_MAX_CHARS", "Branch", "Category", "HRSScenario",
-    "LRSScenario", "Option", "QA", "Reply", "Rule", "Scenario", "Step", "atoms_of", "parse_scenario",
+    "ANSWER_TAG", "EXCLUSION_KEYS", "HRS_ACTIONS", "HRS_TASK_TYPES", "LRS_TASK_TYPES", "REPORTING_TASK_TYPES",
+    "RESPONSE_MAX_CHARS", "Branch", "Category", "HRSScenario", "LRSScenario", "Option", "QA", "Reply", "Rule",
+    "Scenario", "ScenarioSet", "Step", "atoms_of", "fact_schema", "parse_scenario",
 ]
 
 ANSWER_TAG = "scenario"
 RESPONSE_MAX_CHARS = 300  # the paper caps replies at 100 Chinese characters (L485); 300 fits English scripts
 EXCLUSION_KEYS = ["response"]  # free text is schema-checked but never compared (L486, "no_required_eval_acc_keys")
 HRS_ACTIONS = ["moveon", "hangup"]  # the paper's action enum (L486)
+
+# The paper's LRS scenarios (L341, Table 5) are not all decision tables: they extract core
+# information (L1, L10), recognise intents with parameters (L6, L12), analyse emotion (L9),
+# choose schedules from medians over dates (L7) and detect risk types (L2). Each LRS scenario is
+# given one of these task types; the structure stays a wide tree, the answer gains the reported
+# facts where the type extracts something.
+LRS_TASK_TYPES: dict[str, str] = {
+    "disposition": "code every contact with exactly one disposition from a long list, each with its routing action "
+                   "(the paper's complaint analysis and flow-line tracking, L11 and L3)",
+    "intent_recognition": "recognise what the customer ultimately wants among many intents and extract the parameters "
+                          "that intent needs (the paper's intention recognition with function-call parameters, L6 and "
+                          "L12)",
+    "information_extraction": "extract the core facts of a request into fixed fields and file it under one code (the "
+                              "paper's core information extraction, L1 and L10)",
+    "emotion_analysis": "judge the customer's emotional state and escalation risk from the whole conversation, "
+                        "sarcasm and reversals included, and choose the handling code (the paper's user emotion "
+                        "analysis, L9)",
+    "scheduling": "choose a schedule, slot or timing code from dates, durations and quantities computed from the "
+                  "conversation (the paper's optimal delivery schedule with its median rule, L7)",
+    "risk_detection": "decide which risk type, if any, the conversation shows and how it is escalated (the paper's "
+                      "risky content detection, L2)",
+}
+REPORTING_TASK_TYPES = ("intent_recognition", "information_extraction", "scheduling")  # the answer reports facts
+# HRS scenarios of the paper (L341, Table 4) are calls of a few kinds: inbound service lines (H5),
+# outbound follow-ups and sales calls (H1, H4, H6, H9), bookings (H2, H7, H8), clarifications (H3, H10).
+HRS_TASK_TYPES: dict[str, str] = {
+    "inbound_service_line": "an automated inbound phone or chat line that takes a customer's request through its "
+                            "checks (the paper's food delivery customer service, H5)",
+    "outbound_follow_up": "an outbound call to a customer who may refuse, be sarcastic, ask questions or change their "
+                          "mind (the paper's customer evaluation follow-up and business development calls, H1, H4, H9)",
+    "booking_intake": "a call that books, reschedules or cancels an appointment, pickup or delivery, with prerequisite "
+                      "checks on dates and eligibility (the paper's in-person appointment and reservation lines, H2, "
+                      "H7, H8)",
+    "order_clarification": "a call that clarifies an unusual or incomplete order or request before it can go ahead "
+                           "(the paper's bulk order clarification and room availability checks, H3, H10)",
+}
 
 
 @lru_cache(maxsize=8192)
@@ -81,23 +120,44 @@ class _ScenarioBase(BaseModel):
     facts: list[Fact] = Field(description="Facts the user input conveys and the conditions read.")
     knowledge_base: list[QA] = Field(description="Predefined Q&A knowledge base (L356).")
     constraints: list[str] = Field(description="Global constraints (tone, privacy, length...) (L485).")
+    holidays: list[str] = Field(default_factory=list, description=(
+        "Holidays (MM-DD, every year) that business_days facts skip besides weekends; empty: weekends only."))
+    task_type: str = Field("", description="The kind of task code assigned this scenario (LRS_TASK_TYPES or "
+                                           "HRS_TASK_TYPES); set by the stage, not by the model.")
+
+    @field_validator("holidays")
+    @classmethod
+    def _holidays(cls, value: list[str]) -> list[str]:
+        bad = [h for h in value if not HOLIDAY.match(h)]
+        if bad:
+            raise ValueError(f"holiday {bad[0]!r} must be written MM-DD, e.g. 12-25")
+        return sorted(set(value))
 
     def fact(self, name: str) -> Fact | None:
         return next((f for f in self.facts if f.name == name), None)
+
+    def derivation_text(self, fact: Fact) -> str:
+        """How a computed fact is computed, in the words the SOP, the writer and the reader all use."""
+        if fact.derivation == "interval_days":
+            return ("calendar days from the first date to the second: the days after the first date up to and "
+                    "including the second (from March 1 to March 4 is 3 days)")
+        if fact.derivation == "business_days":
+            skipped = f" and these holidays (month-day, every year): {', '.join(self.holidays)}" if self.holidays \
+                else " (no holidays are skipped)"
+            return ("business days from the first date to the second: the weekdays (Monday to Friday) after the first "
+                    f"date up to and including the second, skipping weekends{skipped}")
+        return {"median": "the median of the numbers given (the middle one once sorted; with an even count, the "
+                          "lower of the two middle ones)",
+                "sum": "the sum of the numbers given", "difference": "the larger number minus the smaller one"}.get(
+            fact.derivation or "", "")
 
     def fact_catalogue(self) -> str:
         """One line per fact: name, allowed values, derivation and meaning (prompts, the SOP glossary)."""
         lines = []
         for f in self.facts:
-            derived = f" (computed: {f.derivation.replace('_', ' ')})" if f.derivation else ""
+            derived = f" (computed: {self.derivation_text(f)})" if f.derivation else ""
             lines.append(f"- {f.name}: {f.domain_text()}{derived}. {f.description}")
         return "\n".join(lines)
-
-    def _tail_sections(self) -> list[str]:
-        kb = "\n".join(f"Q: {p.q}\nA: {p.a}" for p in self.knowledge_base)
-        constraints = "\n".join(f"- {c}" for c in self.constraints)
-        return [f"# Facts the conditions read\n{self.fact_catalogue()}", f"# Predefined Q&A knowledge base\n{kb}",
-                f"# Constraints\n{constraints}"]
 
     def answer_schema(self) -> dict[str, Any]:
         """The draft-07 JSON Schema of one answer (L486)."""
@@ -124,6 +184,8 @@ class Option(_Node):
     when: list[str] = Field(description="Atoms that must all hold (besides the category's).")
     action: str = Field(description="Routing action, one of the scenario's actions.")
     script: str = Field(description="Suggested script: the message for the user (indexed by the option code).")
+    overrides: list[str] = Field(default_factory=list, description=(
+        "Option codes this option takes precedence over when both hold: a stated exception to a general rule."))
 
 
 class Category(_Node):
@@ -141,6 +203,9 @@ class LRSScenario(_ScenarioBase):
     kind: Literal["LRS"] = Field("LRS", description="Scenario kind.")
     actions: list[str] = Field(description="Routing actions an option can take (the action enum).")
     categories: list[Category] = Field(description="Categories in SOP order.")
+    report: list[str] = Field(default_factory=list, description=(
+        "Facts whose values the answer must also state (\"details\"): what extraction, intent and scheduling "
+        "tasks extract."))
 
     def leaves(self) -> list[tuple[Category, Option]]:
         return [(c, o) for c in self.categories for o in c.options]
@@ -154,28 +219,32 @@ class LRSScenario(_ScenarioBase):
     def option(self, option_id: str) -> tuple[Category, Option] | None:
         return next(((c, o) for c, o in self.leaves() if o.id == option_id), None)
 
+    def overrides_map(self) -> dict[str, frozenset[str]]:
+        """Option id -> the option ids it takes precedence over."""
+        return {o.id: frozenset(o.overrides) for _, o in self.leaves() if o.overrides}
+
     def _schema_properties(self) -> dict[str, Any]:
-        return {
+        properties: dict[str, Any] = {
             "category": {"type": "string", "enum": [c.id for c in self.categories],
                          "description": "the category number of the chosen option"},
             "step": {"type": "string", "enum": [o.id for _, o in self.leaves()],
-                     "description": "the code of the one option whose condition holds"},
-            "response": self._response_property(),
-            "action": {"type": "string", "enum": list(self.actions), "description": "the option's routing action"},
+                     "description": "the code of the one option that applies"},
         }
+        if self.report:
+            facts = [f for name in self.report if (f := self.fact(name)) is not None]
+            properties["details"] = {
+                "type": "object", "properties": {f.name: fact_schema(f) for f in facts},
+                "required": [f.name for f in facts], "additionalProperties": False,
+                "description": "the value of each listed fact as the conversation establishes it"}
+        properties["response"] = self._response_property()
+        properties["action"] = {"type": "string", "enum": list(self.actions), "description": "the option's routing action"}
+        return properties
 
-    def sop_text(self) -> str:
-        """Part 2 of the four-part prompt: the categories and options as a numbered procedure."""
-        parts = ["# Procedure\nRead the whole input, establish the facts listed below, then choose the single "
-                 "option whose conditions all hold. An option applies only inside its category, so its category's "
-                 "conditions must hold too. Reply with that option's suggested script and take its action."]
-        for c in self.categories:
-            lines = [f"## Category {c.id}. {c.title}", f"Applies when: {_condition_text(atoms_of(c.when))}."]
-            for o in c.options:
-                lines.append(f"- {o.id} {o.title}. When: {_condition_text(atoms_of(o.when))}. "
-                             f"Action: {o.action}. Suggested script: \u201c{o.script}\u201d")
-            parts.append("\n".join(lines))
-        return "\n\n".join(parts + self._tail_sections())
+    def sop_text(self, *, messy: bool = False) -> str:
+        """Part 2 of the four-part prompt (see :mod:`.sop_text`)."""
+        from sopforge.families.maze.models.sop_text import lrs_sop_text
+
+        return lrs_sop_text(self, messy=messy)
 
 
 # ------------------------------------------------------------------------------------------ HRS
@@ -265,67 +334,41 @@ class HRSScenario(_ScenarioBase):
             lines.append(f"- {r.name}: {r.description}{examples}")
         return "\n".join(lines)
 
-    def sop_text(self) -> str:
-        """Part 2 of the four-part prompt, in the sample's layout: Step N, suggested script, Step N.M."""
-        parts = ["# Procedure\nStart at Step 1. A step with a suggested script is said to the user and waits for "
-                 "their reply; a step without one is applied at once to the same reply. Apply the global rules to "
-                 "every user reply before the current step's sub-steps."]
-        order = {s.id: i for i, s in enumerate(self.steps)}
-        for s in self.steps:
-            lines = [f"Step {s.id}. {s.title}"]
-            if s.script:
-                lines.append(f"Suggested script: \u201c{s.script}\u201d")
-            for b in s.branches:
-                lines.append(f"- Step {b.id} If {_condition_text(atoms_of(b.when))}, "
-                             f"{_consequence(b.then, b.target, b.script, order, s.id)}.")
-            parts.append("\n".join(lines))
-        if self.rules:
-            parts.append("# Global rules (they take precedence over every step)\n" + "\n".join(
-                f"- Rule {r.id} If {_condition_text(atoms_of(r.when))}, "
-                f"{_consequence(r.then, r.target, r.script, order, None)}." for r in self.rules))
-        parts.append("# Reply kinds\n" + self.reply_catalogue())
-        return "\n\n".join(parts + self._tail_sections())
+    def sop_text(self, *, messy: bool = False) -> str:
+        """Part 2 of the four-part prompt, in the sample's layout (see :mod:`.sop_text`)."""
+        from sopforge.families.maze.models.sop_text import hrs_sop_text
+
+        return hrs_sop_text(self, messy=messy)
 
 
 Scenario = Union[LRSScenario, HRSScenario]
 
 
-# --------------------------------------------------------------------------------------- rendering
-
-_OP_WORDS = {"==": "is", "!=": "is not", "<": "is less than", "<=": "is at most", ">": "is more than",
-             ">=": "is at least", "in": "is one of", "not in": "is none of"}
-
-
-def _condition_text(atoms: list[Atom]) -> str:
-    if not atoms:
-        return "always"
-    words = []
-    for a in atoms:
-        subject = "the reply" if a.fact == REPLY else f"`{a.fact}`"
-        value = ", ".join(_word(v) for v in a.constants())
-        words.append(f"{subject} {_OP_WORDS[a.op]} {value}")
-    return " and ".join(words)
+def fact_schema(fact: Fact) -> dict[str, Any]:
+    """The JSON Schema of one fact's value (a reported detail)."""
+    if fact.type == "enum":
+        return {"type": "string", "enum": list(fact.values)}
+    if fact.type == "boolean":
+        return {"type": "boolean"}
+    return {"type": "integer", "minimum": fact.minimum, "maximum": fact.maximum}
 
 
-def _word(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value) if isinstance(value, int) else f"\u201c{value}\u201d"
+class ScenarioSet(BaseModel):
+    """The artifact of a scenario stage: every scenario of one kind, in the order they were asked."""
 
+    model_config = ConfigDict(extra="forbid")
 
-def _consequence(then: str, target: str | None, script: str | None, order: dict[str, int], here: str | None) -> str:
-    if then == "end":
-        return f"respond with: \u201c{script}\u201d then end the call"
-    if then == "answer":
-        said = f"respond with: \u201c{script}\u201d" if script else "answer from the Q&A knowledge base"
-        return f"{said} and stay at Step {here}"
-    back = here is not None and target in order and order[target] <= order.get(here, -1)
-    return f"{'return' if back else 'proceed'} to Step {target}"
+    kind: Literal["LRS", "HRS"] = Field(description="Scenario kind.")
+    scenarios: list[Annotated[Union[LRSScenario, HRSScenario], Field(discriminator="kind")]] = Field(
+        min_length=1, description="The scenarios, each checked on its own.")
+
+    def names(self) -> list[str]:
+        return [s.name for s in self.scenarios]
 
 
 # ----------------------------------------------------------------------------------------- parsing
 
-def parse_scenario(raw_text: str, kind: Literal["LRS", "HRS"]) -> Scenario:
+def parse_scenario(raw_text: str, kind: Literal["LRS", "HRS"], task_type: str = "") -> Scenario:
     """Read a ``<scenario>`` JSON answer into the model of ``kind``.
 
     Raises:
@@ -335,7 +378,7 @@ def parse_scenario(raw_text: str, kind: Literal["LRS", "HRS"]) -> Scenario:
     data = extract_json(extract_tag(raw_text, ANSWER_TAG))
     if not isinstance(data, dict):
         raise ParseError(f"<{ANSWER_TAG}> must hold one JSON object")
-    data = {**data, "kind": kind}
+    data = {**data, "kind": kind, "task_type": task_type}
     model = LRSScenario if kind == "LRS" else HRSScenario
     try:
         return model.model_validate(data)

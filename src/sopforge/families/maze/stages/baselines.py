@@ -1,26 +1,30 @@
-"""Stage 'maze_baselines': the three shortcut baselines per scenario (issue 14 item 5).
+"""Stage 'maze_baselines': the four shortcut baselines per scenario, pooled per kind and gated.
 
-Only the first-turn reader asks a model: the same reader template as the verification
-(``sop_maze/extract_facts``), given the user input cut after the first user turn (call keys
-``{slug}/maze_baselines/first_turn_<instance>/aN``). When the first user turn is the whole
-input, the verified reading is reused instead of asking again. An unreadable answer counts as
-a reader who found nothing (the fallback then decides), so one bad reply cannot hide a
-shortcut. Pure: no Prefect, no store.
+Two shortcuts ask a model: the same reader template as the verification (``sop_maze/extract_facts``)
+given only the first user turn (with what came before it) or only the last user turn (alone), call
+keys ``{slug}/maze_baselines/{first_turn|last_turn}_<instance>/aN``. When that part is the whole
+input, the verified reading is reused instead of asking again. An unreadable answer counts as a
+reader who found nothing (the fallback then decides), so one bad reply cannot hide a shortcut. The
+other two (leave-one-out majority, the SOP's first option) need no model. The independent asks run
+concurrently (:func:`sopforge.ask.fan_out`). Pure: no Prefect, no store.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, Field
 
-from sopforge.ask import StageResult, ask_keeping_answers
+from sopforge.ask import StageResult, ask_keeping_answers, fan_out
 from sopforge.checks import check
 from sopforge.errors import ValidationFailed
-from sopforge.families.maze.models.baselines import BaselineReport, FirstTurnReading
-from sopforge.families.maze.models.instances import Extraction, InstanceSet, parse_extraction, render_user_input
-from sopforge.families.maze.models.scenario import HRSScenario, LRSScenario
+from sopforge.families.maze.models.baselines import BASELINES, BaselineReport, ShortcutReading
+from sopforge.families.maze.models.instances import Extraction, InstanceSet, MazeInstance, parse_extraction, render_user_input
+from sopforge.families.maze.models.scenario import Scenario, ScenarioSet
 from sopforge.families.maze.stages.instances import READER_TEMPLATE, extraction_prompt
-from sopforge.families.maze.verify.baselines import first_turn_answer, scenario_baselines
+from sopforge.families.maze.verify.baselines import pooled_means, scenario_baselines
 from sopforge.families.maze.verify.scorer import FORMAT_CREDIT
+from sopforge.families.maze.verify.shortcuts import read_answer
 from sopforge.llm.types import LLMClient
 from sopforge.prompts import PromptRegistry, default_registry
 from sopforge.settings import Settings
@@ -35,61 +39,74 @@ class BaselinesInputs(BaseModel):
     """The verified instances and the scenarios they belong to."""
 
     theme_slug: str = Field(description="Slug of the theme; first part of every call key.")
-    lrs: LRSScenario = Field(description="Accepted LRS scenario.")
-    hrs: HRSScenario = Field(description="Accepted HRS scenario.")
+    lrs: ScenarioSet = Field(description="Accepted LRS scenarios.")
+    hrs: ScenarioSet = Field(description="Accepted HRS scenarios.")
     instances: InstanceSet = Field(description="Verified instances.")
+    max_baseline: float = Field(0.35, description="Every shortcut's pooled mean must stay below this.")
+
+
+def _part(instance: MazeInstance, shortcut: str):
+    dialogue = instance.dialogue
+    return dialogue.up_to_first_user_turn() if shortcut == "first_turn" else dialogue.last_user_turn()
 
 
 def run(inputs: BaselinesInputs, *, llm: LLMClient, settings: Settings, model: str, temperature: float,
         feedback: str | None = None, registry: PromptRegistry | None = None) -> StageResult[BaselineReport]:
-    """Read every instance's first user turn, then score the three shortcuts per scenario.
+    """Read the first and the last user turn of every instance, then score the four shortcuts.
 
     Returns:
-        The BaselineReport. ``checks`` hold ``maze.baselines.<scenario>`` per scenario: a warning
-        when a shortcut answers more than half of the instances exactly.
+        The BaselineReport. ``checks`` hold ``maze.baselines.<kind>``: a warning when a shortcut's
+        pooled mean reaches ``max_baseline`` (the package gate refuses the release then).
     """
     registry = registry or default_registry(settings)
-    raw_texts: list[str] = []
-    identity = None
-    readings: list[FirstTurnReading] = []
-    scenarios = []
+    scenarios: dict[str, Scenario] = {s.name: s for s in inputs.lrs.scenarios + inputs.hrs.scenarios}
+    jobs = [(scenarios[i.scenario], i, shortcut) for i in inputs.instances.instances
+            for shortcut in ("first_turn", "last_turn")]
+
+    def read(job: tuple[Scenario, MazeInstance, str]) -> tuple[ShortcutReading, dict[str, Any], list[str], Any]:
+        scenario, instance, shortcut = job
+        part = _part(instance, shortcut)
+        users = len(instance.dialogue.user_turns())
+        asked = users > 1
+        reading, note, raw, rendered = instance.extraction, "", [], None
+        if asked:
+            rendered = extraction_prompt(registry, scenario, render_user_input(
+                part, instance.plan.input_format, instance.plan.call_date))
+            try:
+                reading = ask_keeping_answers(
+                    raw, llm, rendered, parse_and_check=lambda text: (parse_extraction(text), []), stage=STAGE,
+                    call_key_prefix=f"{inputs.theme_slug}/{STAGE}/{shortcut}_{instance.id}", settings=settings,
+                    model=model, temperature=temperature, feedback=feedback).artifact
+            except ValidationFailed:  # the raw answers are in ``raw`` already
+                reading, note = Extraction(), "unreadable reply, read as nothing; "
+        replies = [r.strip().lower() for r in reading.replies] if scenario.kind == "HRS" else []
+        answer, decided = read_answer(scenario, reading.facts, replies)
+        return (ShortcutReading(instance=instance.id, shortcut=shortcut, extraction=reading,  # type: ignore[arg-type]
+                                asked=asked, decided=note + decided), answer, raw, rendered)
+
+    done = fan_out(read, jobs, "shortcut reader")
+    raw_texts = [t for _, _, raw, _ in done for t in raw]
+    answers: dict[str, dict[str, dict[str, Any]]] = {"first_turn": {}, "last_turn": {}}
+    for reading, answer, _, _ in done:
+        answers[reading.shortcut][reading.instance] = answer
+    results = []
+    for scenario in inputs.lrs.scenarios + inputs.hrs.scenarios:
+        mine = [i for i in inputs.instances.instances if i.scenario == scenario.name]
+        if mine:
+            results.append(scenario_baselines(scenario, mine, answers["first_turn"], answers["last_turn"]))
+    report = BaselineReport(scenarios=results, readings=[r for r, _, _, _ in done], pooled=pooled_means(results),
+                            max_baseline=inputs.max_baseline)
     checks = []
-    for scenario in (inputs.lrs, inputs.hrs):
-        instances = inputs.instances.of_kind(scenario.kind)
-        if not instances:
-            continue
-        answers = {}
-        for instance in instances:
-            first = instance.dialogue.up_to_first_user_turn()
-            asked = len(first.turns) < len(instance.dialogue.turns)
-            reading, note = instance.extraction, ""
-            if asked:
-                rendered = extraction_prompt(registry, scenario, render_user_input(
-                    first, instance.plan.input_format, instance.plan.call_date))
-                identity = identity or rendered
-                try:
-                    reading = ask_keeping_answers(
-                        raw_texts, llm, rendered, parse_and_check=lambda raw: (parse_extraction(raw), []), stage=STAGE,
-                        call_key_prefix=f"{inputs.theme_slug}/{STAGE}/first_turn_{instance.id}", settings=settings,
-                        model=model, temperature=temperature, feedback=feedback).artifact
-                except ValidationFailed:
-                    reading, note = Extraction(facts={}), "unreadable reply, read as nothing; "
-            answer, decided = first_turn_answer(scenario, reading)
-            answers[instance.id] = answer
-            readings.append(FirstTurnReading(instance=instance.id, extraction=reading, asked=asked,
-                                             decided=note + decided))
-        result = scenario_baselines(scenario, instances, answers)
-        scenarios.append(result)
-        loud = [f"{r.name} answers {r.correct} of {result.instances} exactly (mean {r.mean:.2f})"
-                for r in result.results if r.correct * 2 > result.instances]
-        checks.append(check(f"maze.baselines.{scenario.kind.lower()}", not loud,
-                            f"{scenario.name}: a shortcut that skips the reading does too well: " + "; ".join(loud)
-                            if loud else f"{scenario.name}: every shortcut stays near the format-only credit "
-                            f"{FORMAT_CREDIT} (" + ", ".join(f"{r.name} {r.mean:.2f}" for r in result.results) + ")",
-                            severity="warning", means={r.name: r.mean for r in result.results}))
-    identity = identity or registry.render(READER_TEMPLATE, scenario_title=inputs.lrs.title,
-                                           fact_catalogue=inputs.lrs.fact_catalogue(), reply_kinds="-", user_input="-")
+    for kind, means in report.pooled.items():
+        high = [f"{name} {mean:.2f}" for name, mean in means.items() if mean >= inputs.max_baseline]
+        checks.append(check(
+            f"maze.baselines.{kind.lower()}", not high,
+            f"{kind}: shortcuts that skip the reading score at or above {inputs.max_baseline}: {', '.join(high)}",
+            ok=f"{kind}: every shortcut stays below {inputs.max_baseline} (format-only credit {FORMAT_CREDIT}): "
+               + ", ".join(f"{n} {means[n]:.2f}" for n in BASELINES), severity="warning", means=means))
+    identity = next((r for _, _, _, r in done if r is not None), None) or registry.render(
+        READER_TEMPLATE, scenario_title=inputs.lrs.scenarios[0].title,
+        fact_catalogue=inputs.lrs.scenarios[0].fact_catalogue(), reply_kinds="-", user_input="-")
     return StageResult[BaselineReport](
-        artifact=BaselineReport(scenarios=scenarios, first_turn=readings), checks=checks,
-        template_id=identity.template_id, template_hash=identity.template_hash, prompt_hash=identity.prompt_hash,
-        model=model, attempts=len(raw_texts), raw_texts=raw_texts)
+        artifact=report, checks=checks, template_id=identity.template_id, template_hash=identity.template_hash,
+        prompt_hash=identity.prompt_hash, model=model, attempts=len(raw_texts), raw_texts=raw_texts)

@@ -1,21 +1,23 @@
 """Stage 'maze_instances': sampled plans → written user inputs → independently read → verified.
 
-For each scenario (LRS, then HRS) :func:`~sopforge.families.maze.stages.sampling.plan_instances`
-samples the plans in code (facts, path, noise, format; the reference answer computed by
-executing the tree). Then, per plan, up to ``1 + max_retries`` cycles:
+For each scenario of both sets :func:`~sopforge.families.maze.stages.sampling.plan_instances`
+samples the plans in code (facts, path, turns, noise with its decoys, format; every answer
+computed by executing the tree). Then, per plan, concurrently with the others
+(:func:`sopforge.ask.fan_out`), up to ``1 + max_retries`` cycles:
 
 1. the writer (``sop_maze/{lrs,hrs}_dialogue``) writes the conversation; code checks the turn
-   structure, the fixed HRS agent lines, the calculation operands and the noise tags (a broken
-   answer is re-asked inside the cycle);
+   structure, the fixed HRS agent lines, the calculation operands, planted numbers and the noise
+   tags (a broken answer is re-asked inside the cycle);
 2. an independent reader (``sop_maze/extract_facts``), given the fact catalogue and the rendered
-   user input only, never the SOP, the plan or the answer, extracts the facts (and HRS replies);
-3. :func:`~sopforge.families.maze.verify.instance_checks.verify_instance` compares, re-executes
-   the tree on the reader's facts (uniqueness) and validates the answer against the schema.
+   user input only, never the SOP, the plan or the answer, records what each user turn establishes;
+3. :func:`~sopforge.families.maze.verify.instance_checks.verify_instance` compares the facts,
+   re-executes the tree on the reader's final facts (uniqueness) and on what it found by each
+   subtask's turn, and validates the answer against the schema.
 
-A cycle that fails at 3 starts the next with the reader's disagreements quoted (a repair);
-after the last cycle, or when an answer is unreadable, the instance is dropped with its reason.
-Every plan is one item of the funnel (component ``maze_instance``, type LRS or HRS). Pure: no
-Prefect, no store.
+A cycle that fails at 3 starts the next with the reader's disagreements quoted (a repair that keeps
+the noise); after the last cycle, or when an answer is unreadable, the instance is dropped with its
+reason. Every plan is one item of the funnel (component ``maze_instance``, type LRS or HRS). Pure:
+no Prefect, no store.
 """
 
 from __future__ import annotations
@@ -24,16 +26,16 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
 
-from sopforge.ask import StageResult, ask_keeping_answers, failed_with_answers
+from sopforge.ask import StageResult, ask_keeping_answers, failed_with_answers, fan_out
 from sopforge.checks import CheckResult, check
 from sopforge.context.model import BusinessContext
 from sopforge.errors import UserError, ValidationFailed
+from sopforge.families.maze.models.dates import long_date
 from sopforge.families.maze.models.execution import compile_logic
 from sopforge.families.maze.models.instances import (
-    Dialogue, Extraction, InstancePlan, InstanceSet, MazeInstance, long_date, parse_dialogue, parse_extraction,
-    render_user_input,
+    Dialogue, Extraction, InstancePlan, InstanceSet, MazeInstance, parse_dialogue, parse_extraction, render_user_input,
 )
-from sopforge.families.maze.models.scenario import HRSScenario, LRSScenario, Scenario
+from sopforge.families.maze.models.scenario import HRSScenario, Scenario, ScenarioSet
 from sopforge.families.maze.options import MazeSpec
 from sopforge.families.maze.stages.sampling import PlanError, plan_instances
 from sopforge.families.maze.verify.instance_checks import check_dialogue, verify_instance
@@ -43,25 +45,28 @@ from sopforge.parsing import one_line
 from sopforge.prompts import PromptRegistry, RenderedPrompt, default_registry
 from sopforge.settings import Settings
 
-__all__ = ["COMPONENT", "REPAIR_LEAD", "STAGE", "TEMPLATE_IDS", "InstancesInputs", "extraction_prompt", "plan_text",
-           "run"]
+__all__ = ["COMPONENT", "REPAIR_LEAD", "STAGE", "TEMPLATE_IDS", "InstancesInputs", "extraction_prompt", "plan_all",
+           "plan_text", "run"]
 
 STAGE = "maze_instances"
 COMPONENT = "maze_instance"
 WRITER_TEMPLATES = {"LRS": "sop_maze/lrs_dialogue", "HRS": "sop_maze/hrs_dialogue"}
 READER_TEMPLATE = "sop_maze/extract_facts"
 TEMPLATE_IDS = (WRITER_TEMPLATES["LRS"], WRITER_TEMPLATES["HRS"], READER_TEMPLATE)
-REPAIR_LEAD = ("An independent reader who saw only your conversation read it differently from the plan. Write the "
-               "conversation again, following the same plan, so that it leaves no doubt about these points:")
+REPAIR_LEAD = ("An independent reader who saw only your conversation read these points differently from the plan. "
+               "Write the conversation again, following the same plan. Keep every planned noise phenomenon as planned "
+               "(sarcasm stays sarcastic, a reversal stays a reversal, a calculation stays operands only, background "
+               "speech stays in the background): make each fact come through correctly in its own turn, without "
+               "adding plain restatements. The points:")
 
 
 class InstancesInputs(BaseModel):
-    """What the instances stage needs: both accepted scenarios and the theme's maze options."""
+    """What the instances stage needs: both accepted scenario sets and the theme's maze options."""
 
     theme_slug: str = Field(description="Slug of the theme; first part of every call key.")
     context: BusinessContext = Field(description="Accepted business context (the writer's background).")
-    lrs: LRSScenario = Field(description="Accepted LRS scenario.")
-    hrs: HRSScenario = Field(description="Accepted HRS scenario.")
+    lrs: ScenarioSet = Field(description="Accepted LRS scenarios.")
+    hrs: ScenarioSet = Field(description="Accepted HRS scenarios.")
     options: MazeSpec = Field(description="Instance counts, noise shares, repair cycles and seed.")
 
 
@@ -89,17 +94,23 @@ def plan_text(scenario: Scenario, plan: InstancePlan) -> str:
             parts.append(f"reply kind = {turn.reply}")
         if turn.question is not None:
             parts.append(f"the user asks, in their own words, the knowledge-base question \u201c{kb[turn.question].q}\u201d")
-        if turn.off_topic:
+        planted = [n for n in noise.get(turn.index, []) if n.user_turn == turn.index]
+        if turn.off_topic and not any(n.phenomenon == "off_topic" for n in planted):
             parts.append("off-topic: the whole turn is about something unrelated to the request and states no fact")
         if turn.facts:
-            parts.append("convey " + "; ".join(f"{f} = {_value(plan.facts[f])}" for f in turn.facts))
+            computed = {n.fact for n in planted if n.phenomenon == "calculation"}
+            parts.append("convey " + "; ".join(f"{f} (only through the operands below)" if f in computed
+                                               else f"{f} = {_value(plan.facts[f])}" for f in turn.facts))
         for n in noise.get(turn.index, []):
             if n.decoy_turn == turn.index:
-                parts.append(f"say (wrongly, to be corrected later) that {n.fact} = {_value(n.decoy)}")
-            elif n.phenomenon != "off_topic" or not turn.off_topic:
+                parts.append(f"say, as if it were true, that {n.fact} = {_value(n.decoy)} (taken back in user turn "
+                             f"{n.user_turn})")
+            else:
                 parts.append(f"{n.phenomenon}: {n.instruction}")
         last = " (the last turn: the conversation ends with it)" if plan.kind == "HRS" and turn.index == len(plan.turns) else ""
         lines.append(f"User turn {turn.index}{last}: " + ("; ".join(parts) or "a natural reply that states no fact"))
+    if plan.kind == "LRS":
+        lines.append("Each fact comes up first in its own turn, not earlier.")
     tags = ", ".join(f"{n.phenomenon} (user turn {n.user_turn})" for n in plan.noise) or "none"
     lines.append(f"Noise to tag: {tags}.")
     return "\n".join(lines)
@@ -108,7 +119,7 @@ def plan_text(scenario: Scenario, plan: InstancePlan) -> str:
 def extraction_prompt(registry: PromptRegistry, scenario: Scenario, user_input: str) -> RenderedPrompt:
     """The reader's prompt: the fact catalogue and reply kinds, then the user input; never the SOP."""
     replies = (scenario.reply_catalogue() if isinstance(scenario, HRSScenario)
-               else "(none: this input is classified as a whole, so leave \"replies\" as an empty list)")
+               else "(none: this input is classified as a whole, so give null as every turn's \"reply\")")
     return registry.render(READER_TEMPLATE, scenario_title=scenario.title, fact_catalogue=scenario.fact_catalogue(),
                            reply_kinds=replies, user_input=user_input)
 
@@ -129,10 +140,14 @@ class _Outcome:
     instance: MazeInstance | None
     cycles: int
     reason: str = ""
+    raw_texts: list[str] = field(default_factory=list)
+    results: list[StageResult] = field(default_factory=list)
 
 
 @dataclass
 class _Asker:
+    """The asks of one plan (each plan has its own, so plans can run concurrently)."""
+
     llm: LLMClient
     settings: Settings
     model: str
@@ -151,8 +166,8 @@ class _Asker:
         return result
 
 
-def _build(scenario: Scenario, plan: InstancePlan, asker: _Asker, registry: PromptRegistry, context_text: str,
-           max_retries: int) -> _Outcome:
+def _cycles(scenario: Scenario, plan: InstancePlan, asker: _Asker, registry: PromptRegistry, context_text: str,
+            max_retries: int) -> _Outcome:
     logic = compile_logic(scenario)
     writer = registry.render(WRITER_TEMPLATES[scenario.kind], business_context=context_text,
                              scenario_sop=scenario.sop_text(), instance_plan=plan_text(scenario, plan))
@@ -183,9 +198,28 @@ def _build(scenario: Scenario, plan: InstancePlan, asker: _Asker, registry: Prom
     return _Outcome(None, cycles, f"rejected in all {cycles} cycles; last: {'; '.join(reasons)}")
 
 
+def plan_all(lrs: ScenarioSet, hrs: ScenarioSet, opts: MazeSpec) -> list[tuple[Scenario, InstancePlan]]:
+    """Every plan of every scenario, LRS first (ids ``L<scenario>-<n>``, ``H<scenario>-<n>``).
+
+    Raises:
+        UserError: a scenario admits fewer plans than requested (ask for fewer instances).
+    """
+    planned = []
+    for scenarios, count in ((lrs.scenarios, opts.lrs_instances), (hrs.scenarios, opts.hrs_instances)):
+        for index, scenario in enumerate(scenarios, start=1):
+            try:
+                plans = plan_instances(scenario, count, noise=opts.noise, max_turns=opts.max_turns, seed=opts.seed,
+                                       prefix=f"{scenario.kind[0]}{index}-")
+            except PlanError as exc:
+                raise UserError(f"{STAGE}: {exc}; lower maze.{scenario.kind.lower()}_instances in the theme "
+                                "file") from exc
+            planned += [(scenario, plan) for plan in plans]
+    return planned
+
+
 def run(inputs: InstancesInputs, *, llm: LLMClient, settings: Settings, model: str, temperature: float,
         feedback: str | None = None, registry: PromptRegistry | None = None) -> StageResult[InstanceSet]:
-    """Plan, write, read and verify the instances of both scenarios.
+    """Plan, write, read and verify the instances of every scenario.
 
     Returns:
         The InstanceSet with the kept instances, the funnel and every drop. ``checks`` carry
@@ -198,39 +232,40 @@ def run(inputs: InstancesInputs, *, llm: LLMClient, settings: Settings, model: s
     """
     registry = registry or default_registry(settings)
     opts = inputs.options
-    asker = _Asker(llm=llm, settings=settings, model=model, temperature=temperature, slug=inputs.theme_slug,
-                   feedback=feedback)
+    context_text = inputs.context.to_prompt_text()
+    planned = plan_all(inputs.lrs, inputs.hrs, opts)
+
+    def build(job: tuple[Scenario, InstancePlan]) -> _Outcome:
+        asker = _Asker(llm=llm, settings=settings, model=model, temperature=temperature, slug=inputs.theme_slug,
+                       feedback=feedback)
+        outcome = _cycles(*job, asker, registry, context_text, opts.max_retries)
+        outcome.raw_texts, outcome.results = asker.raw_texts, asker.results
+        return outcome
+
+    outcomes = fan_out(build, planned, "instance")
     funnel = Funnel()
     kept: list[MazeInstance] = []
-    context_text = inputs.context.to_prompt_text()
-    empty = []
-    for scenario, count in ((inputs.lrs, opts.lrs_instances), (inputs.hrs, opts.hrs_instances)):
-        try:
-            plans = plan_instances(scenario, count, noise=opts.noise, max_turns=opts.max_turns, seed=opts.seed)
-        except PlanError as exc:
-            raise UserError(f"{STAGE}: {exc}; lower maze.{scenario.kind.lower()}_instances in the theme file") from exc
-        before = len(kept)
-        for plan in plans:
-            outcome = _build(scenario, plan, asker, registry, context_text, opts.max_retries)
-            funnel.item(COMPONENT, scenario.kind, plan.id, verified=outcome.instance is not None,
-                        kept=outcome.instance is not None, retried=outcome.cycles > 1, reason=outcome.reason)
-            if outcome.instance is not None:
-                kept.append(outcome.instance)
-        if len(kept) == before:
-            empty.append(scenario.name)
+    raw_texts = [t for o in outcomes for t in o.raw_texts]
+    results = [r for o in outcomes for r in o.results]
+    for (scenario, plan), outcome in zip(planned, outcomes):
+        funnel.item(COMPONENT, scenario.kind, plan.id, verified=outcome.instance is not None,
+                    kept=outcome.instance is not None, retried=outcome.cycles > 1, reason=outcome.reason)
+        if outcome.instance is not None:
+            kept.append(outcome.instance)
+    empty = [s.name for s in inputs.lrs.scenarios + inputs.hrs.scenarios if not any(i.scenario == s.name for i in kept)]
     artifact = InstanceSet(instances=kept, seed=opts.seed, funnel=funnel.rows(), drops=funnel.drops)
     if empty:
         reasons = "; ".join(f"{d.item}: {one_line(d.reason, 160)}" for d in funnel.drops[:4])
         raise failed_with_answers(f"{STAGE}: every instance of {', '.join(empty)} was dropped ({reasons})",
                                   [{"name": "maze.instances.kept", "message": reasons, "severity": "error",
-                                    "details": {}}], asker.raw_texts)
-    asked = opts.lrs_instances + opts.hrs_instances
+                                    "details": {}}], raw_texts)
+    asked = len(planned)
     dropped = ", ".join(f"{d.item} ({one_line(d.reason, 120)})" for d in funnel.drops)
-    checks = [c for r in asker.results for c in r.checks] + [check(
+    checks = [c for r in results for c in r.checks] + [check(
         "maze.instances.kept", len(kept) == asked, f"{len(kept)} of {asked} instances kept"
         + (f"; dropped: {dropped}" if dropped else ""), severity="warning", kept=len(kept), asked=asked)]
-    first = asker.results[0] if asker.results else None
+    first = results[0] if results else None
     return StageResult[InstanceSet](
         artifact=artifact, checks=checks, template_id=first.template_id if first else WRITER_TEMPLATES["LRS"],
         template_hash=first.template_hash if first else "-", prompt_hash=first.prompt_hash if first else "-",
-        model=model, attempts=len(asker.raw_texts), raw_texts=asker.raw_texts)
+        model=model, attempts=len(raw_texts), raw_texts=raw_texts)

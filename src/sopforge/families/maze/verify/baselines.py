@@ -1,76 +1,66 @@
-"""Computing the shortcut baselines of :mod:`sopforge.families.maze.models.baselines` and scoring them."""
+"""Scoring the shortcut baselines of :mod:`sopforge.families.maze.models.baselines`."""
 
 from __future__ import annotations
 
 from collections import Counter
 from typing import Any
 
-from sopforge.families.maze.models.baselines import BaselineResult, ScenarioBaselines
-from sopforge.families.maze.models.execution import Turn, compile_logic, run_scenario
-from sopforge.families.maze.models.instances import Extraction, MazeInstance
-from sopforge.families.maze.models.logic import REPLY, Tri
-from sopforge.families.maze.models.scenario import EXCLUSION_KEYS, LRSScenario, Scenario
-from sopforge.families.maze.verify.instance_checks import known_facts
+from sopforge.families.maze.models.baselines import BASELINES, BaselineResult, ScenarioBaselines
+from sopforge.families.maze.models.instances import MazeInstance
+from sopforge.families.maze.models.scenario import EXCLUSION_KEYS, Scenario
 from sopforge.families.maze.verify.scorer import score_answer
+from sopforge.families.maze.verify.shortcuts import answer_key, first_option_answer, leave_one_out_majority
 
-__all__ = ["constant_answer", "first_turn_answer", "majority_answer", "scenario_baselines"]
-
-
-def _key(answer: dict[str, Any]) -> tuple:
-    return tuple((k, answer[k]) for k in sorted(answer) if k not in EXCLUSION_KEYS)
+__all__ = ["pooled_means", "scenario_baselines"]
 
 
-def majority_answer(instances: list[MazeInstance]) -> dict[str, Any]:
-    """The reference answer most frequent in the set (ties: the one met first)."""
-    counts = Counter(_key(i.target) for i in instances)
-    best = max(counts.values())
-    return next(i.target for i in instances if counts[_key(i.target)] == best)
+def _mean(values: list[float]) -> float:
+    return round(sum(values) / len(values), 4) if values else 0.0
 
 
-def constant_answer(scenario: Scenario) -> dict[str, Any]:
-    """The first value of every enum of the schema, and a one-word response: valid, and blind."""
-    answer: dict[str, Any] = {}
-    for key, spec in scenario.answer_schema()["properties"].items():
-        answer[key] = spec["enum"][0] if "enum" in spec else "OK"
-    return answer
-
-
-def first_turn_answer(scenario: Scenario, reading: Extraction) -> tuple[dict[str, Any], str]:
-    """Execute the tree on what was read up to the first user turn. When that leaves the answer
-    open, an LRS reader takes the first option, in SOP order, that the reading leaves possible, and
-    an HRS reader the constant answer: the guess uses nothing but the SOP (no answer of the set).
-    Returns (answer, how it was decided)."""
-    logic = compile_logic(scenario)
-    region = logic.region_of(known_facts(logic, reading))
-    turns = None
-    if not isinstance(scenario, LRSScenario):
-        first = reading.replies[0].strip().lower() if reading.replies else ""
-        turns = [Turn(first if logic.cell_of(REPLY, first) is not None else None)]
-    run = run_scenario(scenario, logic, region, turns)
-    if run.ok:
-        return run.answer, "executed"  # type: ignore[return-value]
-    if isinstance(scenario, LRSScenario):
-        for category, option in scenario.leaves():
-            if logic.truth(scenario.leaf_atoms(category, option), region) is not Tri.FALSE:
-                return ({"category": category.id, "step": option.id, "response": option.script,
-                         "action": option.action}, f"first possible option ({run.error})")
-    return constant_answer(scenario), f"constant ({run.error})"
-
-
-def _result(name: str, scenario: Scenario, instances: list[MazeInstance], answers: dict[str, dict[str, Any]]) -> BaselineResult:
+def _subtask_mean(scenario: Scenario, instances: list[MazeInstance], guess) -> float:
     schema = scenario.answer_schema()
-    scores = {i.id: score_answer(answers[i.id], i.target, schema, EXCLUSION_KEYS).score for i in instances}
-    return BaselineResult(name=name, answers=answers, scores=scores,  # type: ignore[arg-type]
-                          mean=round(sum(scores.values()) / len(scores), 4) if scores else 0.0,
-                          correct=sum(1 for s in scores.values() if s == 1.0))
+    scores = [score_answer(guess(i.id, s), s.target, schema, EXCLUSION_KEYS).score
+              for i in instances for s in i.plan.subtasks]
+    return _mean(scores)
 
 
-def scenario_baselines(scenario: Scenario, instances: list[MazeInstance],
-                       first_turn: dict[str, dict[str, Any]]) -> ScenarioBaselines:
-    """The three shortcuts on one scenario's instances (``first_turn``: instance id -> its answer)."""
-    majority, constant = majority_answer(instances), constant_answer(scenario)
-    return ScenarioBaselines(scenario=scenario.name, kind=scenario.kind, instances=len(instances), results=[
-        _result("majority_leaf", scenario, instances, {i.id: majority for i in instances}),
-        _result("first_turn", scenario, instances, first_turn),
-        _result("constant", scenario, instances, {i.id: constant for i in instances}),
-    ])
+def scenario_baselines(scenario: Scenario, instances: list[MazeInstance], first_turn: dict[str, dict[str, Any]],
+                       last_turn: dict[str, dict[str, Any]]) -> ScenarioBaselines:
+    """The four shortcuts on one scenario's instances (``first_turn``/``last_turn``: instance id -> the reader's
+    answer)."""
+    schema = scenario.answer_schema()
+    constant = first_option_answer(scenario)
+    finals = {i.id: i.target for i in instances}
+    answers = {"majority": leave_one_out_majority(finals, constant), "first_turn": first_turn,
+               "last_turn": last_turn, "first_option": {i.id: constant for i in instances}}
+    # at the subtask level the majority is taken over the other dialogues' subtasks (a prior without this dialogue)
+    by_instance = {}
+    for i in instances:
+        others = [s.target for j in instances if j.id != i.id for s in j.plan.subtasks]
+        counts = Counter(answer_key(t) for t in others)
+        by_instance[i.id] = next((t for t in others if counts[answer_key(t)] == max(counts.values())), constant)
+
+    def majority_of(instance: str, _subtask) -> dict[str, Any]:
+        return by_instance[instance]
+
+    results = []
+    for name in BASELINES:
+        scores = {i.id: score_answer(answers[name][i.id], i.target, schema, EXCLUSION_KEYS).score for i in instances}
+        subtask_mean = (_subtask_mean(scenario, instances, majority_of) if name == "majority" else
+                        _subtask_mean(scenario, instances, lambda _i, _s: constant) if name == "first_option" else None)
+        results.append(BaselineResult(name=name, answers=answers[name], scores=scores,  # type: ignore[arg-type]
+                                      mean=_mean(list(scores.values())), subtask_mean=subtask_mean,
+                                      correct=sum(1 for v in scores.values() if v == 1.0)))
+    return ScenarioBaselines(scenario=scenario.name, kind=scenario.kind, instances=len(instances),
+                             subtasks=sum(len(i.plan.subtasks) for i in instances), results=results)
+
+
+def pooled_means(scenarios: list[ScenarioBaselines]) -> dict[str, dict[str, float]]:
+    """Kind -> shortcut -> mean over every final answer of that kind (scenarios weighted by their instances)."""
+    pooled: dict[str, dict[str, float]] = {}
+    for kind in ("LRS", "HRS"):
+        mine = [s for s in scenarios if s.kind == kind]
+        if mine:
+            pooled[kind] = {name: _mean([v for s in mine for v in s.result(name).scores.values()]) for name in BASELINES}
+    return pooled

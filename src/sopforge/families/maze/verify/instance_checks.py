@@ -1,11 +1,15 @@
 """Checks on one SOP-Maze instance: the written dialogue, the independent reading, the answer.
 
-Issue 14 item 3: the reference answer is trusted only when (1) an independent reader of the
-user input alone extracts the same facts (and, in HRS, the same reply per user turn),
-(2) executing the tree on what the reader extracted gives exactly that answer whatever the
-unstated facts are (no other leaf's condition holds), and (3) the answer validates against the
-scenario's schema. Before the reader is asked, code checks what it can check itself: the turn
-structure, the fixed agent lines of HRS, the operands of every calculation and the noise tags.
+The reference answers are trusted only when (1) an independent reader of the user input alone
+extracts the same facts (and, in HRS, the same reply per user turn), (2) executing the tree on what
+the reader extracted gives exactly the final answer whatever the unstated facts are (no other leaf's
+condition holds), (3) after every user turn that has a subtask, the tree executed on what the reader
+found *by then* gives exactly that subtask's answer, and a planned reversal is read as first said,
+then revoked (so the noise is really in the text, and really resolved), and (4) the answer validates
+against the scenario's schema. Only facts are compared, never wording: a sarcastic or disfluent
+turn passes when the reader gets the fact right. Before the reader is asked, code checks what it
+can check itself: the turn structure, the fixed agent lines of HRS, the operands of every
+calculation, numbers planted as decoys and the noise tags.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import Any
 from jsonschema import Draft7Validator
 
 from sopforge.checks import CheckResult, check
-from sopforge.families.maze.models.execution import Turn, run_scenario
+from sopforge.families.maze.models.execution import Turn, run_scenario, run_values
 from sopforge.families.maze.models.instances import Dialogue, Extraction, InstancePlan, Verification
 from sopforge.families.maze.models.logic import REPLY, FactValue, Logic
 from sopforge.families.maze.models.scenario import EXCLUSION_KEYS, Scenario
@@ -48,6 +52,11 @@ def check_dialogue(plan: InstancePlan, dialogue: Dialogue) -> list[CheckResult]:
     searched = user_text if plan.kind == "HRS" else " ".join(t.text for t in dialogue.turns)
     missing = [f"{n.fact}: {op}" for n in plan.noise if n.phenomenon == "calculation" for op in n.operands
                if not _mentions(searched, op)]
+    # a planted number (an integer decoy outside calculations) must be in the turn that carries it
+    turn_text = {k: t.text for k, (_, t) in enumerate(users, start=1)}
+    missing += [f"{n.phenomenon} decoy {n.decoy} in user turn {n.decoy_turn or n.user_turn}" for n in plan.noise
+                if n.phenomenon != "calculation" and isinstance(n.decoy, int) and not isinstance(n.decoy, bool)
+                and not _mentions(turn_text.get(n.decoy_turn or n.user_turn, ""), str(n.decoy))]
     results.append(check("maze.dialogue.calculation_operands", not missing, "state these calculation operands exactly "
                          "as given: " + "; ".join(missing) if missing else "every calculation operand is stated",
                          missing=missing))
@@ -86,10 +95,20 @@ def _same(expected: FactValue, got: Any) -> bool:
 def compare_extraction(plan: InstancePlan, extraction: Extraction) -> list[str]:
     """Every difference between what the plan states and what the reader extracted."""
     problems = []
+    if len(extraction.turns) != len(plan.turns):
+        problems.append(f"{len(extraction.turns)} user turns read, the input has {len(plan.turns)}")
+    final = extraction.facts
     for fact, value in plan.facts.items():
-        got = extraction.facts.get(fact)
+        got = final.get(fact)
         if not _same(value, got):
             problems.append(f"{fact} read as {'not stated' if got is None else repr(got)}, planned {value!r}")
+    for n in plan.noise:
+        if n.phenomenon == "intent_reversal" and n.fact and n.decoy_turn:
+            got = extraction.state_after(n.decoy_turn).get(n.fact)
+            if not _same(n.decoy, got):  # type: ignore[arg-type]
+                problems.append(f"after user turn {n.decoy_turn} {n.fact} read as "
+                                f"{'not stated' if got is None else repr(got)}; the customer first says {n.decoy!r} "
+                                f"there and takes it back in user turn {n.user_turn}")
     if plan.kind == "HRS":
         planned = [t.reply for t in plan.turns]
         if len(extraction.replies) != len(planned):
@@ -109,6 +128,8 @@ def known_facts(logic: Logic, extraction: Extraction) -> dict[str, FactValue]:
         spec = logic.facts[fact]
         if spec.type == "integer" and isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
             value = int(value)
+        if spec.type == "boolean" and isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            value = value.strip().lower() == "true"
         if isinstance(value, str):
             value = value.strip().lower()
         if spec.accepts(value):
@@ -122,16 +143,40 @@ def schema_errors(schema: dict[str, Any], answer: Any) -> list[str]:
             for e in sorted(Draft7Validator(schema).iter_errors(answer), key=lambda e: list(e.absolute_path))]
 
 
+def _reader_turns(logic: Logic, plan: InstancePlan, extraction: Extraction) -> list[Turn] | None:
+    if plan.kind != "HRS":
+        return None
+    # a reply the reader could not classify (or a missing one) is unknown to the tree
+    replies = [r.strip().lower() for r in extraction.replies] + [""] * len(plan.turns)
+    return [Turn(r if logic.cell_of(REPLY, r) is not None else None, t.question) for r, t in zip(replies, plan.turns)]
+
+
+def subtask_problems(scenario: Scenario, logic: Logic, plan: InstancePlan, extraction: Extraction) -> list[str]:
+    """Subtasks whose answer the tree does not give on what the reader found by that user turn."""
+    turns = _reader_turns(logic, plan, extraction)
+    problems = []
+    for sub in plan.subtasks:
+        if sub.final:
+            continue  # the final answer is the uniqueness verdict's
+        state = known_facts(logic, Extraction(turns=extraction.turns[:sub.turn]))
+        run = run_values(scenario, logic, state, turns[:sub.turn] if turns else None)
+        graded = [k for k in sub.target if k not in EXCLUSION_KEYS]
+        if not run.ok:
+            problems.append(f"after user turn {sub.turn}: {run.error}; the plan's answer there is "
+                            + ", ".join(f"{k}={sub.target[k]}" for k in graded))
+        elif any(run.answer.get(k) != sub.target[k] for k in graded):  # type: ignore[union-attr]
+            problems.append(f"after user turn {sub.turn} the reading gives " + ", ".join(
+                f"{k}={run.answer.get(k)}" for k in graded) + " instead of "  # type: ignore[union-attr]
+                + ", ".join(f"{k}={sub.target[k]}" for k in graded))
+    return problems
+
+
 def verify_instance(scenario: Scenario, logic: Logic, plan: InstancePlan, extraction: Extraction) -> Verification:
-    """The three verdicts on one instance (see the module docstring)."""
+    """The four verdicts on one instance (see the module docstring)."""
     mismatches = compare_extraction(plan, extraction)
-    turns = None
-    if plan.kind == "HRS":
-        # a reply the reader could not classify (or a missing one) is unknown to the tree
-        replies = [r.strip().lower() for r in extraction.replies] + [""] * len(plan.turns)
-        turns = [Turn(r if logic.cell_of(REPLY, r) is not None else None, t.question)
-                 for r, t in zip(replies, plan.turns)]
-    run = run_scenario(scenario, logic, logic.region_of(known_facts(logic, extraction)), turns)
+    turns = _reader_turns(logic, plan, extraction)
+    known = known_facts(logic, extraction)
+    run = run_scenario(scenario, logic, logic.region_of(known), turns, known)
     graded = [k for k in plan.target if k not in EXCLUSION_KEYS]
     if not run.ok:
         unique, why = False, run.error or "no answer"
@@ -141,5 +186,7 @@ def verify_instance(scenario: Scenario, logic: Logic, plan: InstancePlan, extrac
     else:
         unique, why = True, ""
     errors = schema_errors(scenario.answer_schema(), plan.target)
+    later = subtask_problems(scenario, logic, plan, extraction)
     return Verification(extraction_matches=not mismatches, mismatches=mismatches, unique=unique, uniqueness=why,
-                        schema_valid=not errors, schema_errors=errors)
+                        schema_valid=not errors, schema_errors=errors, subtasks_match=not later,
+                        subtask_problems=later)

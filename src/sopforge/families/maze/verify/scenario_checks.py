@@ -11,34 +11,43 @@ because they are quoted back to the model on re-ask and shown to a reviewer.
 
 from __future__ import annotations
 
-import itertools
-import random
-from collections.abc import Iterable
+import re
 
 from jsonschema import Draft7Validator
 
 from sopforge.checks import CheckResult, check
-from sopforge.families.maze.models.execution import Turn, compile_logic, hrs_turn
+from sopforge.families.maze.models.execution import compile_logic
 from sopforge.families.maze.models.logic import REPLY, Atom, Logic, Tri
 from sopforge.families.maze.models.scenario import (
-    RESPONSE_MAX_CHARS, HRSScenario, LRSScenario, Scenario, atoms_of,
+    REPORTING_TASK_TYPES, RESPONSE_MAX_CHARS, HRSScenario, LRSScenario, Scenario, atoms_of,
+)
+from sopforge.families.maze.verify.hrs_checks import (
+    HRS_SHAPE, POINT_LIMIT, duplicates, find_cycle, hrs_checks, hrs_reachability, hrs_reachability_checks,
 )
 
-__all__ = ["LRS_SHAPE", "HRS_SHAPE", "POINT_LIMIT", "check_scenario", "hrs_reachability", "unreachable_options"]
+__all__ = ["HRS_SHAPE", "LRS_SHAPE", "POINT_LIMIT", "PROMPT_LIMITS", "check_scenario", "hrs_reachability",
+           "mentions_business_days", "unreachable_options"]
 
 # The paper's LRS: "at most three levels", "each parent node can have more than 10 child nodes",
 # "about 5 parent nodes and 58 leaf nodes" on average (L145). We require the width, not the averages.
-LRS_SHAPE = {"min_categories": 4, "min_options": 30, "wide_category": 10, "min_per_category": 3}
-# HRS: deep enough to need state tracking (L147): steps, a prerequisite check, a jump, a loop, an ending.
-HRS_SHAPE = {"min_steps": 6, "min_depth": 4, "min_replies": 3}
-POINT_LIMIT = 4096  # case-fact combinations enumerated exactly by the HRS reachability analysis
+LRS_SHAPE = {"min_categories": 4, "min_options": 30, "wide_category": 10, "min_per_category": 3, "min_report": 2}
+COMMON = {"text_chars": RESPONSE_MAX_CHARS, "min_qa": 3, "min_constraints": 3}
+# Every number a check below enforces, by the template parameter that states it in the prompt that
+# produces the value (``limit_<name>``): a check may not hold the model to a limit its prompt never
+# said (tests/unit/families/maze/test_maze_prompt_contracts.py renders each template and looks for each).
+PROMPT_LIMITS: dict[str, dict[str, int]] = {
+    "LRS": {f"limit_{k}": v for k, v in {**COMMON, **LRS_SHAPE}.items()},
+    "HRS": {f"limit_{k}": v for k, v in {**COMMON, **HRS_SHAPE}.items()},
+}
+_BUSINESS_DAYS = re.compile(r"\b(business|working|work)[ -]days?\b", re.IGNORECASE)
+_COUNTED_BUSINESS_DAYS = re.compile(r"\b(business|working)[ -]days\b", re.IGNORECASE)  # a count, not "next business day"
 
 
 def check_scenario(scenario: Scenario) -> list[CheckResult]:
     """Every check of a scenario, LRS or HRS. Structural failures skip the reachability analysis
     (it needs well-formed conditions), so the first re-ask is about what is broken first."""
     results = _common_checks(scenario)
-    results += _lrs_checks(scenario) if isinstance(scenario, LRSScenario) else _hrs_checks(scenario)
+    results += _lrs_checks(scenario) if isinstance(scenario, LRSScenario) else hrs_checks(scenario)
     if any(r.blocking for r in results):
         return results
     if isinstance(scenario, LRSScenario):
@@ -49,8 +58,12 @@ def check_scenario(scenario: Scenario) -> list[CheckResult]:
             "options that can never be the one answer (fix their conditions or their siblings'): " + "; ".join(
                 f"{k}: {v}" for k, v in missing.items()),
             unreachable=sorted(missing)))
+        wrong = precedence_problems(scenario)
+        results.append(check("maze.lrs.precedence", not wrong, "; ".join(wrong),
+                             ok=f"{sum(len(o.overrides) for _, o in scenario.leaves())} stated exception(s), each "
+                                "deciding against the option it overrides for some facts", problems=wrong))
     else:
-        results += _hrs_reachability_checks(scenario)
+        results += hrs_reachability_checks(scenario)
     return results
 
 
@@ -93,7 +106,7 @@ def _common_checks(scenario: Scenario) -> list[CheckResult]:
     computed = [f.name for f in scenario.facts if f.derivation and f.name in read]
     scripts = _scripts(scenario) + [(f"knowledge base answer {i + 1}", p.a) for i, p in enumerate(scenario.knowledge_base)]
     bad_scripts = [f"{where} ({len(text.strip())} characters)" for where, text in scripts
-                   if not text.strip() or len(text) > RESPONSE_MAX_CHARS]
+                   if not text.strip() or len(text) > COMMON["text_chars"]]
     schema_errors = [e.message for e in Draft7Validator(Draft7Validator.META_SCHEMA).iter_errors(scenario.answer_schema())]
     return [
         check("maze.facts_unique", not duplicate_facts, f"fact names must be unique: {duplicate_facts}"
@@ -102,20 +115,48 @@ def _common_checks(scenario: Scenario) -> list[CheckResult]:
               "impossible value: " + "; ".join(problems) if problems else "every condition reads a known fact with "
               "a possible value", problems=problems),
         check("maze.calculation_fact", bool(computed), "no condition reads a computed fact: give at least one integer "
-              "fact a derivation (interval_days, median, sum or difference) and test it in a condition, so the SOP "
+              "fact a derivation (interval_days, business_days, median, sum or difference) and test it in a condition, so the SOP "
               "requires a calculation" if not computed else f"computed facts read by conditions: {', '.join(computed)}",
               computed=computed),
         check("maze.facts_read", set(names) <= read, "facts no condition reads (remove them): "
               + ", ".join(sorted(set(names) - read)) if not set(names) <= read else "every fact is read",
               severity="warning", unread=sorted(set(names) - read)),
-        check("maze.scripts_fit", not bad_scripts, f"scripts and answers must be 1 to {RESPONSE_MAX_CHARS} characters "
-              "(they are the reference response): " + ", ".join(bad_scripts) if bad_scripts else
-              f"every script and answer fits in {RESPONSE_MAX_CHARS} characters", too_long=bad_scripts),
-        _at_least("maze.knowledge_base", len(scenario.knowledge_base), 3, "Q/A pairs in the knowledge base"),
-        _at_least("maze.constraints", len(scenario.constraints), 3, "global constraints"),
+        check("maze.scripts_fit", not bad_scripts, f"scripts and knowledge-base answers must be 1 to "
+              f"{COMMON['text_chars']} characters (they are the reference response): " + ", ".join(bad_scripts)
+              if bad_scripts else f"every script and knowledge-base answer fits in {COMMON['text_chars']} characters",
+              too_long=bad_scripts),
+        _at_least("maze.knowledge_base", len(scenario.knowledge_base), COMMON["min_qa"], "Q/A pairs in the knowledge base"),
+        _at_least("maze.constraints", len(scenario.constraints), COMMON["min_constraints"], "global constraints"),
+        _business_days(scenario),
         check("maze.answer_schema", not schema_errors, "the answer schema is not valid draft-07: "
               + "; ".join(schema_errors) if schema_errors else "the answer schema is valid draft-07"),
     ]
+
+
+def mentions_business_days(text: str) -> bool:
+    """Whether ``text`` speaks of business (working) days."""
+    return bool(_BUSINESS_DAYS.search(text))
+
+
+def _business_days(scenario: Scenario) -> CheckResult:
+    """Business days in the words need the business-day derivation in the structure (issue 19's contract): a
+    fact described in business days must count them, and a scenario whose text counts business days ("within
+    3 business days"; "the next business day" is a date, not a count) must have a fact that does."""
+    texts = [scenario.objective, *scenario.constraints, *(p.q + " " + p.a for p in scenario.knowledge_base),
+             *(text for _, text in _scripts(scenario))]
+    wrong = [f.name for f in scenario.facts if mentions_business_days(f.description) and f.derivation != "business_days"]
+    counted = [t for t in texts if _COUNTED_BUSINESS_DAYS.search(t)]
+    in_text = bool(counted) or any(mentions_business_days(f.description) for f in scenario.facts)
+    has = any(f.derivation == "business_days" for f in scenario.facts)
+    problems = [f"facts described in business days but derived otherwise: {', '.join(wrong)} (use \"derivation\": "
+                "\"business_days\")"] if wrong else []
+    if counted and not has and not wrong:
+        problems.append(f"the scenario counts business days (\"{_COUNTED_BUSINESS_DAYS.search(counted[0]).group(0)}\" "  # type: ignore[union-attr]
+                        "in its text) but no fact is derived with \"business_days\": count them with that "
+                        "derivation, or say calendar days throughout")
+    return check("maze.business_days", not problems, "; ".join(problems),
+                 ok="business days, where the text speaks of them, are counted by a business_days fact" if in_text
+                 else "the scenario counts calendar days only", facts=wrong)
 
 
 def _at_least(name: str, found: int, needed: int, what: str) -> CheckResult:
@@ -129,11 +170,6 @@ def _scripts(scenario: Scenario) -> list[tuple[str, str]]:
     found = [(f"Step {s.id}", s.script) for s in scenario.steps if s.script is not None]
     found += [(f"Step {b.id}", b.script) for s in scenario.steps for b in s.branches if b.script is not None]
     return found + [(f"Rule {r.id}", r.script) for r in scenario.rules if r.script is not None]
-
-
-def _duplicates(ids: Iterable[str]) -> list[str]:
-    ids = list(ids)
-    return sorted({i for i in ids if ids.count(i) > 1})
 
 
 # ------------------------------------------------------------------------------------------ LRS
@@ -155,10 +191,10 @@ def _lrs_checks(s: LRSScenario) -> list[CheckResult]:
         shape.append(f"categories with fewer than {LRS_SHAPE['min_per_category']} options: {', '.join(small)}")
     bad_actions = [f"{o.id}: {o.action!r}" for _, o in s.leaves() if o.action not in s.actions]
     unused = sorted(set(s.actions) - {o.action for _, o in s.leaves()})
-    return [
-        check("maze.lrs.ids", not _duplicates(ids) and not misplaced, "ids must be unique and each option id must "
-              f"start with its category id and a dot: duplicates {_duplicates(ids)}, misplaced {misplaced}"
-              if _duplicates(ids) or misplaced else f"{len(ids)} unique ids", duplicates=_duplicates(ids),
+    return _report_checks(s) + [
+        check("maze.lrs.ids", not duplicates(ids) and not misplaced, "ids must be unique and each option id must "
+              f"start with its category id and a dot: duplicates {duplicates(ids)}, misplaced {misplaced}"
+              if duplicates(ids) or misplaced else f"{len(ids)} unique ids", duplicates=duplicates(ids),
               misplaced=misplaced),
         check("maze.lrs.shape", not shape, "not an LRS (wide) tree: " + "; ".join(shape) if shape else
               f"{len(s.categories)} categories, {leaves} options, widest {max(sizes.values(), default=0)}",
@@ -172,13 +208,52 @@ def _lrs_checks(s: LRSScenario) -> list[CheckResult]:
     ]
 
 
+def _report_checks(s: LRSScenario) -> list[CheckResult]:
+    unknown = [f for f in s.report if s.fact(f) is None]
+    needed = LRS_SHAPE["min_report"] if s.task_type in REPORTING_TASK_TYPES else 0
+    problems = [f"unknown facts in report: {', '.join(unknown)}"] if unknown else []
+    if len(s.report) < needed:
+        problems.append(f"a {s.task_type} scenario reports at least {needed} facts in \"report\" (found {len(s.report)})")
+    if s.task_type == "scheduling" and not any((f := s.fact(n)) and f.derivation for n in s.report):
+        problems.append("a scheduling scenario reports at least one computed fact")
+    return [check("maze.lrs.report", not problems, "; ".join(problems),
+                  ok=f"reports {len(s.report)} facts" if s.report else "reports no facts (the code is the answer)")]
+
+
+def precedence_problems(s: LRSScenario, logic: Logic | None = None) -> list[str]:
+    """Why the stated exceptions do not work: none stated, an unknown code, a cycle, or an exception that can
+    never meet (and so never decide against) the option it overrides."""
+    logic = logic or compile_logic(s)
+    pairs = [(o.id, other) for _, o in s.leaves() for other in o.overrides]
+    if not pairs:
+        return ["no option states an exception (\"overrides\"): add at least one option that takes precedence over "
+                "a general option when both hold"]
+    problems = [f"{a} overrides unknown or its own code {b!r}" for a, b in pairs if s.option(b) is None or a == b]
+    graph: dict[str, set[str]] = {}
+    for a, b in pairs:
+        graph.setdefault(a, set()).add(b)
+    cycle = find_cycle(graph)
+    if cycle:
+        problems.append(f"exceptions override each other in a circle: {' -> '.join(cycle)}")
+    if problems:
+        return problems
+    leaves = {o.id: s.leaf_atoms(c, o) for c, o in s.leaves()}
+    for a, b in pairs:
+        beaten = set(s.option(a)[1].overrides)  # type: ignore[index]
+        competitors = [atoms for i, atoms in leaves.items() if i != a and i not in beaten]
+        if logic.solve_unique(leaves[a] + leaves[b], competitors) is None:
+            problems.append(f"{a} and {b} can never both hold with {a} the answer, so the precedence decides nothing")
+    return problems
+
+
 def unreachable_options(scenario: LRSScenario, logic: Logic | None = None) -> dict[str, str]:
     """Option id -> why no facts make it the one answer (exact: see :meth:`Logic.solve_unique`)."""
     logic = logic or compile_logic(scenario)
     leaves = [(o.id, scenario.leaf_atoms(c, o)) for c, o in scenario.leaves()]
+    beats = scenario.overrides_map()
     missing = {}
     for node_id, atoms in leaves:
-        others = [a for i, a in leaves if i != node_id]
+        others = [a for i, a in leaves if i != node_id and i not in beats.get(node_id, ())]
         if logic.solve_unique(atoms, others) is not None:
             continue
         if logic.solve_unique(atoms, []) is None:
@@ -191,214 +266,3 @@ def unreachable_options(scenario: LRSScenario, logic: Logic | None = None) -> di
     return missing
 
 
-# ------------------------------------------------------------------------------------------ HRS
-
-def _edges(s: HRSScenario) -> list[tuple[str, str, str]]:
-    """(from step, node id, to step) for every goto of a sub-step; rules leave every waiting step."""
-    edges = [(st.id, b.id, b.target) for st in s.steps for b in st.branches if b.then == "goto" and b.target]
-    edges += [(st.id, r.id, r.target) for r in s.rules if r.then == "goto" and r.target
-              for st in s.steps if s.waits(st)]
-    return edges  # type: ignore[return-value]
-
-
-def _hrs_checks(s: HRSScenario) -> list[CheckResult]:
-    step_ids = [st.id for st in s.steps]
-    ids = s.answer_ids()
-    misplaced = [b.id for st in s.steps for b in st.branches if not b.id.startswith(f"{st.id}.")]
-    wiring = []
-    for node_id, then, target, script in ([(b.id, b.then, b.target, b.script) for st in s.steps for b in st.branches]
-                                          + [(r.id, r.then, r.target, r.script) for r in s.rules]):
-        if then == "goto" and target not in step_ids:
-            wiring.append(f"{node_id} goes to unknown step {target!r}")
-        if then == "end" and not (script or "").strip():
-            wiring.append(f"{node_id} ends the call without a script")
-        if then != "goto" and target:
-            wiring.append(f"{node_id} names a target but does not go there")
-    empty = [st.id for st in s.steps if not st.branches]
-    wiring += [f"Step {i} has no sub-steps" for i in empty]
-    deaf = [st.id for st in s.steps if s.waits(st) and not any(a.fact == REPLY for b in st.branches
-                                                                for a in atoms_of(b.when))]
-    deaf_rules = [r.id for r in s.rules if not any(a.fact == REPLY for a in atoms_of(r.when))]
-    results = [
-        check("maze.hrs.ids", not _duplicates(ids) and not misplaced, "ids must be unique and each sub-step id must "
-              f"start with its step id and a dot: duplicates {_duplicates(ids)}, misplaced {misplaced}"
-              if _duplicates(ids) or misplaced else f"{len(ids)} unique ids", duplicates=_duplicates(ids)),
-        check("maze.hrs.wiring", not wiring, "; ".join(wiring) if wiring else "every goto names a step, every "
-              "ending has a script", problems=wiring),
-        check("maze.hrs.start", bool(s.steps) and s.waits(s.steps[0]),
-              "the call starts at the first step, which has a script" if s.steps and s.waits(s.steps[0]) else
-              f"the first step ({step_ids[0] if step_ids else 'none'}) starts the call and needs a suggested script"),
-        check("maze.hrs.replies_read", not deaf and not deaf_rules, "a step with a script waits for the user, so one "
-              f"of its sub-steps must test the reply (steps {deaf}); every global rule must test the reply too "
-              f"(rules {deaf_rules})" if deaf or deaf_rules else "every waiting step and rule tests the reply",
-              steps=deaf, rules=deaf_rules),
-    ]
-    if any(r.blocking for r in results):
-        return results
-    return results + [_hrs_shape(s), _exits(s), _silent_loops(s)]
-
-
-def _hrs_shape(s: HRSScenario) -> CheckResult:
-    order = {st.id: i for i, st in enumerate(s.steps)}
-    checks_on_facts = [st.id for st in s.steps if not s.waits(st)
-                       and not any(a.fact == REPLY for b in st.branches for a in atoms_of(b.when))]
-    gotos = [(st.id, b.target) for st in s.steps for b in st.branches if b.then == "goto"]
-    jumps = [f"{a}->{b}" for a, b in gotos if order[b] > order[a] + 1]
-    loops = [f"{a}->{b}" for a, b in gotos if order[b] <= order[a]]
-    loops += [b.id for st in s.steps for b in st.branches if b.then == "answer"]
-    ends = [b.id for st in s.steps for b in st.branches if b.then == "end"] + [r.id for r in s.rules if r.then == "end"]
-    depth = _depth(s)
-    missing = []
-    if len(s.steps) < HRS_SHAPE["min_steps"]:
-        missing.append(f"{len(s.steps)} steps (at least {HRS_SHAPE['min_steps']})")
-    if depth < HRS_SHAPE["min_depth"]:
-        missing.append(f"the longest route visits {depth} steps (at least {HRS_SHAPE['min_depth']})")
-    if len(s.replies) < HRS_SHAPE["min_replies"]:
-        missing.append(f"{len(s.replies)} reply kinds (at least {HRS_SHAPE['min_replies']})")
-    for what, found in (("prerequisite step (no script, checks case facts only)", checks_on_facts),
-                        ("jump (a goto that skips at least one step)", jumps),
-                        ("loop (a return to an earlier or the same step, or an answer that stays)", loops),
-                        ("ending", ends), ("global rule", s.rules)):
-        if not found:
-            missing.append(f"no {what}")
-    return check("maze.hrs.shape", not missing, "not an HRS (deep) procedure: " + "; ".join(missing) if missing else
-                 f"{len(s.steps)} steps, depth {depth}, {len(checks_on_facts)} checks, {len(jumps)} jumps, "
-                 f"{len(loops)} loops, {len(ends)} endings", depth=depth, checks=checks_on_facts, jumps=jumps,
-                 loops=loops)
-
-
-def _depth(s: HRSScenario) -> int:
-    """Steps on the longest route without repeats from the first step (the tree's depth)."""
-    nxt: dict[str, set[str]] = {}
-    for a, _, b in _edges(s):
-        nxt.setdefault(a, set()).add(b)
-    best = 0
-
-    def walk(node: str, seen: tuple[str, ...]) -> None:
-        nonlocal best
-        best = max(best, len(seen))
-        for child in sorted(nxt.get(node, ())):
-            if child not in seen and len(seen) < 40:
-                walk(child, seen + (child,))
-
-    if s.steps:
-        walk(s.steps[0].id, (s.steps[0].id,))
-    return best
-
-
-def _exits(s: HRSScenario) -> CheckResult:
-    """Every step can reach an ending; otherwise the steps that cannot form a cycle without exit."""
-    ending = {st.id for st in s.steps if any(b.then == "end" for b in st.branches)}
-    if any(r.then == "end" for r in s.rules):
-        ending |= {st.id for st in s.steps if s.waits(st)}
-    reaches = set(ending)
-    edges = _edges(s)
-    changed = True
-    while changed:
-        changed = False
-        for a, _, b in edges:
-            if b in reaches and a not in reaches:
-                reaches.add(a)
-                changed = True
-    trapped = [st.id for st in s.steps if st.id not in reaches]
-    return check("maze.hrs.exits", not trapped, f"steps {', '.join(trapped)} can never reach an ending: a cycle without "
-                 "exit; give one of them a sub-step that ends the call or leads to a step that does" if trapped else
-                 "every step can reach an ending", trapped=trapped)
-
-
-def _silent_loops(s: HRSScenario) -> CheckResult:
-    """Gotos into steps without a script are followed at once; a cycle of them never waits for the user."""
-    silent = {st.id for st in s.steps if not s.waits(st)}
-    graph: dict[str, set[str]] = {}
-    for a, _, b in _edges(s):
-        if b in silent:
-            graph.setdefault(a, set()).add(b)
-    cycle = _find_cycle(graph)
-    return check("maze.hrs.no_silent_loop", not cycle, f"steps {' -> '.join(cycle)} form a loop that never waits for "
-                 "the user (none of them has a script): the call would loop forever" if cycle else
-                 "every loop waits for the user", cycle=cycle)
-
-
-def _find_cycle(graph: dict[str, set[str]]) -> list[str]:
-    state: dict[str, int] = {}
-    path: list[str] = []
-
-    def visit(node: str) -> list[str]:
-        state[node] = 1
-        path.append(node)
-        for child in sorted(graph.get(node, ())):
-            if state.get(child) == 1:
-                return path[path.index(child):] + [child]
-            if child not in state and (found := visit(child)):
-                return found
-        state[node] = 2
-        path.pop()
-        return []
-
-    for node in sorted(graph):
-        if node not in state and (found := visit(node)):
-            return found
-    return []
-
-
-def hrs_reachability(s: HRSScenario, logic: Logic | None = None, *, limit: int = POINT_LIMIT) -> dict[str, object]:
-    """Which steps, sub-steps and rules some conversation reaches, and which turns leave no unique answer.
-
-    For every combination of case-fact cells (all of them when there are at most ``limit``,
-    else ``limit`` drawn with a fixed seed) the call is explored from Step 1 with every reply
-    kind at every waiting step. Returns ``reached`` (ids), ``exact`` (whether every combination
-    was tried), ``points`` and up to five ``conflicts`` (turns where several conditions hold).
-    """
-    logic = logic or compile_logic(s)
-    facts = sorted({a.fact for a in s.all_atoms() if a.fact != REPLY})
-    sizes = [len(logic.cells[f]) for f in facts]
-    total = 1
-    for n in sizes:
-        total *= n
-    if total <= limit:
-        combos: Iterable[tuple[int, ...]] = itertools.product(*(range(n) for n in sizes))
-    else:
-        rng = random.Random(0)
-        combos = [tuple(rng.randrange(n) for n in sizes) for _ in range(limit)]
-    reached: set[str] = set()
-    conflicts: list[str] = []
-    replies = [r.name for r in s.replies]
-    for combo in combos:
-        region = {f: frozenset({c}) for f, c in zip(facts, combo)}
-        seen, queue = {s.steps[0].id}, [s.steps[0].id]
-        reached.add(s.steps[0].id)
-        while queue:
-            step = s.step(queue.pop())
-            for reply in replies:
-                out = hrs_turn(s, logic, step, region, Turn(reply))  # type: ignore[arg-type]
-                reached.update(out.visited)
-                reached.update(t.node for t in out.taken)
-                if out.answer and s.step(out.answer["step"]):
-                    reached.add(out.answer["step"])
-                if out.error and "several conditions hold" in out.error and len(conflicts) < 5:
-                    conflicts.append(f"{out.error} with reply {reply}")
-                if out.waiting_at and out.waiting_at not in seen:
-                    seen.add(out.waiting_at)
-                    queue.append(out.waiting_at)
-    return {"reached": reached, "exact": total <= limit, "points": min(total, limit), "conflicts": conflicts}
-
-
-def _hrs_reachability_checks(s: HRSScenario) -> list[CheckResult]:
-    found = hrs_reachability(s)
-    reached: set[str] = found["reached"]  # type: ignore[assignment]
-    how = (f"all {found['points']} combinations of case facts" if found["exact"]
-           else f"{found['points']} sampled combinations of case facts")
-    missing = [i for i in s.answer_ids() if i not in reached]
-    steps = [i for i in missing if s.step(i)]
-    nodes = [i for i in missing if not s.step(i)]
-    conflicts: list[str] = found["conflicts"]  # type: ignore[assignment]
-    return [
-        check("maze.hrs.reachable", not missing, "never reached from Step 1 by any conversation ("
-              f"{how}, every reply at every step): steps {steps}, sub-steps and rules {nodes}; fix their conditions "
-              "or the gotos leading to them" if missing else f"every step, sub-step and rule is reached ({how})",
-              steps=steps, nodes=nodes, exact=found["exact"]),
-        check("maze.hrs.deterministic", not conflicts, "replies for which several sub-steps hold at once (the "
-              "answer would not be unique; instances avoid them, but the SOP contradicts itself): "
-              + "; ".join(conflicts) if conflicts else "no reply makes two sub-steps hold at once",
-              severity="warning", conflicts=conflicts),
-    ]
