@@ -274,8 +274,15 @@ def parse_waivers(items: list[str]) -> dict[str, str]:
     return waivers
 
 
-def ways_out(error: Exception, run_id: str) -> Exception:
-    """A stage that failed its checks after every ask: the same line, ending with what the user can do next."""
+def ways_out(error: Exception, run_id: str, upstream: list[str] | None = None) -> Exception:
+    """A stage that failed its checks after every ask: the same line, ending with what the user can do next.
+
+    Args:
+        error: The run's failure.
+        run_id: The run.
+        upstream: The stages the failed one reads, whose artifacts may be the cause (a check over the tools'
+            results can fail because of the data); named so the user can sample them instead.
+    """
     from sopforge.errors import ValidationFailed
 
     if not isinstance(error, ValidationFailed):
@@ -283,11 +290,20 @@ def ways_out(error: Exception, run_id: str) -> Exception:
     stage = str(error).split(":", 1)[0].strip()
     checks = list(dict.fromkeys(r["name"] for r in error.report if r.get("name")))[:2]
     waive = " ".join(f'--waive {c}="why it is wrong here"' for c in checks) or '--waive CHECK="why"'
-    hint = (f" — next: sample it again with `sopforge rerun {run_id} --from {stage}` (add --feedback \"…\" to guide "
-            f"it), or, if a check is wrong for this domain, `sopforge rerun {run_id} {waive}`")
+    earlier = f" or one it reads ({', '.join(upstream)}) when the cause is there" if upstream else ""
+    hint = (f" — next: sample it again with `sopforge rerun {run_id} --from {stage}`{earlier} (add --feedback \"…\" "
+            f"to guide it), or, if a check is wrong for this domain, `sopforge rerun {run_id} {waive}`")
     fresh = ValidationFailed(str(error).splitlines()[0] + hint, report=error.report)
     fresh.raw_texts = getattr(error, "raw_texts", [])  # type: ignore[attr-defined]
     return fresh
+
+
+def _upstream(spec: ThemeSpec, stage: str) -> list[str]:
+    """The stages ``stage`` reads (besides the shared context), or [] for a name that is not a stage."""
+    try:
+        return [p for p in spec.plan().get(stage).parents if p != "context"]
+    except Exception:  # noqa: BLE001 - an error message, not a stage name: no hint
+        return []
 
 
 def execute_run(store: Store, settings: Settings, spec: ThemeSpec, config: dict[str, Any], *, as_json: bool,
@@ -345,4 +361,4 @@ def execute_run(store: Store, settings: Settings, spec: ThemeSpec, config: dict[
     else:
         print_summary(summary)
     if failure is not None:
-        raise ways_out(failure, run_id)
+        raise ways_out(failure, run_id, _upstream(spec, str(failure).split(":", 1)[0].strip()))

@@ -33,9 +33,13 @@ MODEL_OUTPUT_LIMITS: dict[str, int] = {
 
 #: Completion budget per stage, in tokens: about twice the longest answer measured for the stage
 #: (benchmarks/answer_sizes.py), so an ordinary answer fits in one call and a long one continues.
+#: Measured on the independent answerers' recordings (2026-11): tools 14.4k tokens, api_graph 10.9k,
+#: sop 9.7k, maze_lrs 9.4k, maze_hrs 5.6k, dataset batch 5.3k, reference 4.9k, context 4.4k; every other
+#: stage under 2k.
 STAGE_TOKENS: dict[str, int] = {
-    "context": 8_192, "schema": 8_192, "sop": 12_288, "api_graph": 24_576, "dataset": 16_384,
-    "tools": 24_576, "reference": 16_384, "distractors": 16_384, "manipulations": 12_288,
+    "context": 12_288, "schema": 8_192, "sop": 20_480, "api_graph": 24_576, "dataset": 16_384,
+    "tools": 32_768, "reference": 16_384, "distractors": 16_384, "manipulations": 12_288,
+    "maze_lrs": 20_480, "maze_hrs": 20_480,
 }
 DEFAULT_STAGE_TOKENS = 8_192
 

@@ -79,6 +79,8 @@ def test_a_stopped_stage_says_what_the_user_can_do_next():
     line = str(ways_out(error, "r-1a2b"))
     assert line.startswith("dataset: final checks dataset.realism.correlations failed: …")
     assert "`sopforge rerun r-1a2b --from dataset`" in line
+    upstream = str(ways_out(error, "r-1a2b", ["schema", "sop"]))
+    assert "`sopforge rerun r-1a2b --from dataset` or one it reads (schema, sop) when the cause is there" in upstream
     assert '`sopforge rerun r-1a2b --waive dataset.realism.correlations="why it is wrong here"`' in line
     assert "\n" not in line
 
