@@ -20,6 +20,7 @@ from . import queries as q
 from . import review_queries as rq
 from .base import DEFAULT_LOCK_TIMEOUT, require, transaction
 from .deletion import RunHousekeeping
+from .evals import EvalResults
 from .records import (
     LIVE_STATUSES,
     REUSABLE_STATUSES,
@@ -47,7 +48,7 @@ __all__ = ["DEFAULT_LOCK_TIMEOUT", "Store"]
 _ANSWERED = "error IS NULL AND response IS NOT NULL AND NOT coalesce(rejected, FALSE)"
 
 
-class Store(RunHousekeeping):
+class Store(RunHousekeeping, EvalResults):
     """Persistent state of sopforge in one DuckDB file; implements ``CallLedger``.
 
     Args:

@@ -128,7 +128,8 @@ def chat_messages(message: Message) -> list[dict[str, Any]]:
     """One sopforge message as chat messages: tool results become ``tool`` messages (before the
     turn's text), an assistant turn's calls its ``tool_calls``."""
     out: list[dict[str, Any]] = [{"role": "tool", "tool_call_id": r.call_id,
-                                  "content": f"ERROR: {r.content}" if r.is_error else r.content}
+                                  "content": f"ERROR: {r.content}" if r.is_error and not r.content.startswith("ERROR:")
+                                  else r.content}
                                  for r in message.tool_results]
     if message.tool_calls:
         out.append({"role": "assistant", "content": message.content or None, "tool_calls": [
