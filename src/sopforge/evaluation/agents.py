@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 import anyio
 
+from sopforge.errors import ResponsePending
 from sopforge.llm.types import LLMClient, LLMRequest, Message, ToolCall, ToolResult, ToolSpec
 
 __all__ = ["AgentRun", "McpToolbox", "REACT_FORMAT", "run_fc", "run_react"]
@@ -102,6 +103,8 @@ async def run_fc(llm: LLMClient, toolbox: McpToolbox, request: RequestFactory, f
         run.turns = turn
         try:
             response = await _complete(llm, request(turn, messages, tools))
+        except ResponsePending:
+            raise  # the exchange provider waits for an answer: the item is not finished, nor failed
         except Exception as error:  # ProviderError, UserError of a provider: the item fails, the eval goes on
             run.error, run.llm_error = f"{type(error).__name__}: {str(error).splitlines()[0][:300]}", True
             return run
@@ -143,6 +146,8 @@ async def run_react(llm: LLMClient, toolbox: McpToolbox, request: RequestFactory
         run.turns = turn
         try:
             response = await _complete(llm, request(turn, messages, None))
+        except ResponsePending:
+            raise
         except Exception as error:
             run.error, run.llm_error = f"{type(error).__name__}: {str(error).splitlines()[0][:300]}", True
             return run
