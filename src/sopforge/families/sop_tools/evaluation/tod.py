@@ -195,8 +195,17 @@ def run(item: EvalItem, ctx: EvalContext, llm: LLMClient) -> ItemResult:
                           error=None if verdict else "the judge's answer is unparseable (counted non-compliant)")
     except ResponsePending:
         raise
-    except Exception as error:
-        return ItemResult(error=f"{type(error).__name__}: {str(error).splitlines()[0][:300]}")
+    except Exception as error:  # the model could not be asked: scored as a wrong answer
+        return ItemResult(score=_failed(item.suite, record),
+                          error=f"{type(error).__name__}: {str(error).splitlines()[0][:300]}")
+
+
+def _failed(suite: str, record: dict[str, Any]) -> dict[str, Any]:
+    if suite == "tod_task1":
+        return _score_task1(record, None)
+    if suite == "tod_task2":
+        return {"label": record["label"], "predicted": None, "correct": False, "type": record.get("manipulation_type")}
+    return {"parsed": False, "compliant": False}
 
 
 def _document_with_ids(ctx: EvalContext, document: dict[str, Any]) -> str:
