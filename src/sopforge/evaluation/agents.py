@@ -113,8 +113,11 @@ async def run_fc(llm: LLMClient, toolbox: McpToolbox, request: RequestFactory, f
         if not response.tool_calls or tools is None:
             run.final, run.completed = response.text, True
             return run
-        messages.append(Message(role="assistant", content=response.text, tool_calls=response.tool_calls))
-        results = [await _record_call(run, toolbox, call) for call in response.tool_calls]
+        # Providers name calls with random ids; ours depend only on the turn, so the conversation (and
+        # so every later prompt) is the same when an item runs again: its turns come from the cache.
+        calls = [c.model_copy(update={"id": f"call_t{turn}_{i}"}) for i, c in enumerate(response.tool_calls)]
+        messages.append(Message(role="assistant", content=response.text, tool_calls=calls))
+        results = [await _record_call(run, toolbox, call) for call in calls]
         messages.append(Message(role="user", content="", tool_results=results))
     run.error = f"step limit: no final answer after {max_steps} model turns"
     return run

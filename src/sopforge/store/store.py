@@ -450,16 +450,21 @@ class Store(RunHousekeeping, EvalResults):
             if isinstance(queued, LLMCallRecord) and queued.request_hash == request_hash \
                     and queued.error is None and queued.response is not None:
                 return queued
-        if self._answered is None:
-            # Published before it is filled, so a call recorded meanwhile is added to it by
-            # record_call; one recorded earlier is still queued (or being written) or in the file.
-            answered: set[str] = set()
-            self._answered = answered
-            answered |= {c.request_hash for c in self._queued() if isinstance(c, LLMCallRecord)
-                         and c.error is None and c.response is not None}
-            with self._read(flush=False) as con:
-                answered |= {h for (h,) in con.execute(
-                    f"SELECT DISTINCT request_hash FROM llm_calls WHERE {_ANSWERED}").fetchall()}
+        if not self._answered_filled:
+            # Concurrent first lookups (a fan-out starting at once) wait for the one filling the set:
+            # a lookup that saw it published but not yet filled would miss every earlier answer.
+            with self._answered_lock:
+                if self._answered is None or not self._answered_filled:
+                    # Published before it is filled, so a call recorded meanwhile is added to it by
+                    # record_call; one recorded earlier is still queued (or being written) or in the file.
+                    answered: set[str] = set()
+                    self._answered = answered
+                    answered |= {c.request_hash for c in self._queued() if isinstance(c, LLMCallRecord)
+                                 and c.error is None and c.response is not None}
+                    with self._read(flush=False) as con:
+                        answered |= {h for (h,) in con.execute(
+                            f"SELECT DISTINCT request_hash FROM llm_calls WHERE {_ANSWERED}").fetchall()}
+                    self._answered_filled = True
         if request_hash not in self._answered:
             return None
         with self._read(flush=False) as con:
@@ -473,7 +478,7 @@ class Store(RunHousekeeping, EvalResults):
         Returns:
             How many calls were marked.
         """
-        self._answered = None
+        self._answered, self._answered_filled = None, False
         with self._write() as con, transaction(con):
             return q.reject_stage_answers(con, stage_run_id)
 
