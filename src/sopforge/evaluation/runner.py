@@ -91,7 +91,12 @@ class Evaluation:
             if family not in self.gateways:
                 from sopforge.llm import build_gateway
 
-                gateway = build_gateway(self.settings, ledger=self.store, run_id=self.run_id,
+                settings = self.settings
+                if self.options.provider == "replay" and settings.recordings_dir is None:
+                    # Recorded evaluations live beside the domain's own recordings: examples/recordings/<slug>.
+                    slug = self.contexts[family].theme_slug
+                    settings = settings.model_copy(update={"recordings_dir": settings.resolved_recordings_dir / slug})
+                gateway = build_gateway(settings, ledger=self.store, run_id=self.run_id,
                                         provider=self.options.provider, base_url=self.options.base_url)
                 gateway.family = family
                 self.gateways[family] = gateway
@@ -101,7 +106,9 @@ class Evaluation:
         """Every planned item that has no stored result yet (or an errored one, with ``retry_errors``)."""
         from sopforge.families import load_family
 
-        done = self.store.done_items(self.eval_id, with_errors=not retry_errors)
+        if retry_errors:
+            self.store.forget_errors(self.eval_id)  # an item that now waits for an answer must not keep its old error
+        done = self.store.done_items(self.eval_id)
         items: list[tuple[str, EvalItem]] = []
         for name, ctx in self.contexts.items():
             spec = load_family(name).evaluation

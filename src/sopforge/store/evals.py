@@ -105,6 +105,13 @@ class EvalResults(StoreBase):
                                "(? OR status = 'done')", [eval_id, with_errors]).fetchall()
         return {tuple(r) for r in rows}
 
+    def forget_errors(self, eval_id: str) -> int:
+        """Delete the items stored with an error, so that they run again (``--retry-errors``)."""
+        with self._write() as con, transaction(con):
+            (n,) = con.execute("SELECT count(*) FROM eval_items WHERE eval_id = ? AND status = 'error'", [eval_id]).fetchone()
+            con.execute("DELETE FROM eval_items WHERE eval_id = ? AND status = 'error'", [eval_id])
+        return n
+
     def save_item(self, eval_id: str, family: str, record: dict[str, Any]) -> None:
         """Store one finished item (replacing an errored row when it was run again)."""
         values = [eval_id, family, record["suite"], record["agent"], record["item_id"],

@@ -26,6 +26,7 @@ from typing import Any
 import anyio
 from mcp import Client
 
+from sopforge.errors import ResponsePending
 from sopforge.evaluation.agents import AgentRun, McpToolbox, run_fc, run_react
 from sopforge.evaluation.mcp_server import STATE_URI, build_server
 from sopforge.evaluation.protocol import EvalContext, EvalItem, ItemResult
@@ -111,8 +112,18 @@ async def _agent_session(ctx: EvalContext, item: EvalItem, task: Task, llm: LLMC
     return run_result, state
 
 
+def _leaf(group: BaseException) -> BaseException:
+    while isinstance(group, BaseExceptionGroup) and group.exceptions:
+        group = group.exceptions[0]
+    return group
+
+
 def _model_item(ctx: EvalContext, item: EvalItem, task: Task, llm: LLMClient) -> ItemResult:
-    run_result, state = anyio.run(_agent_session, ctx, item, task, llm)
+    try:
+        run_result, state = anyio.run(_agent_session, ctx, item, task, llm)
+    except BaseExceptionGroup as group:  # the MCP client's task group wraps what the agent raised
+        pending = group.subgroup(ResponsePending)
+        raise _leaf(pending if pending is not None else group) from None
     env = environment(ctx.export_dir)
     answer = parse_final_answer(run_result.final, env.output_columns) if run_result.completed else None
     error = run_result.error
