@@ -31,6 +31,7 @@ from sopforge.evaluation.protocol import EnvTool, ToolOutcome
 from sopforge.families.sop_tools.verify.ground_truth_bundle import CSV_FILE, TOOLS_FILE, TOOLSPECS_FILE
 from sopforge.families.sop_tools.verify.oracle import METADATA_FILE, TASKS_FILE
 from sopforge.families.sop_tools.verify.replay import ReplayRun, replay_plans
+from sopforge.sandbox.staging import read_regular_file
 
 __all__ = ["REGISTRIES", "SopToolsEnvironment", "SopToolsSession", "domain_folder", "sop_names"]
 
@@ -100,11 +101,11 @@ class SopToolsEnvironment:
         self.input_columns: list[str] = list(metadata.get("input_columns") or [])
         self.output_columns: list[str] = list(metadata.get("output_columns") or [])
         self._tasks = self._read_tasks()
-        # Only what the tools need is copied into the sandbox for each call (not the reference
-        # procedure or the task files): a smaller folder to copy and check.
+        # Only what the tools need is staged for each call (not the reference procedure or the task
+        # files): a smaller folder to copy and check. Read as data, never through a link.
         self.work = Path(tempfile.mkdtemp(prefix="sopforge-env-"))
         for name in (TOOLS_FILE, CSV_FILE):
-            shutil.copy2(self.folder / name, self.work / name)
+            (self.work / name).write_bytes(read_regular_file(self.folder / name))
         weakref.finalize(self, shutil.rmtree, str(self.work), True)
 
     def _read_tasks(self) -> list[dict[str, Any]]:
