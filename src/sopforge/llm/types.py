@@ -10,7 +10,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
 
 def sha256_text(text: str) -> str:
@@ -59,15 +59,20 @@ class Message(BaseModel):
     tool_results: list[ToolResult] = Field(default_factory=list, description=(
         "Results of the previous assistant turn's tool calls, sent in a user turn (before ``content``)."))
 
+    @model_serializer(mode="wrap")
+    def _tool_fields_only_when_used(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A text turn dumps as {role, content}, exactly as before tool use existed: prompt hashes
+        # (replay matches recordings by them), the ledger and every caller see the same thing.
+        data = handler(self)
+        for key in ("tool_calls", "tool_results"):
+            if not data.get(key):
+                data.pop(key, None)
+        return data
+
     def payload(self) -> dict[str, Any]:
         """The message as the prompt's identity: role and content, and tool calls and results only
         when there are any (so prompts without tools hash exactly as before tools existed)."""
-        out: dict[str, Any] = {"role": self.role, "content": self.content}
-        if self.tool_calls:
-            out["tool_calls"] = [c.model_dump() for c in self.tool_calls]
-        if self.tool_results:
-            out["tool_results"] = [r.model_dump() for r in self.tool_results]
-        return out
+        return self.model_dump()
 
 
 class LLMRequest(BaseModel):
