@@ -6,7 +6,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 import typer
 
-from sopforge.cli import audit, generate, inspect, rerun, review, runs, serve, ui
+from sopforge.cli import audit, evaluate, generate, inspect, mcp, rerun, review, runs, serve, ui
 
 app = typer.Typer(
     name="sopforge",
@@ -40,6 +40,8 @@ app.command("show")(inspect.show)
 app.command("ui")(ui.ui)
 app.command("audit")(audit.audit)
 app.command("serve")(serve.serve)
+app.command("eval")(evaluate.evaluate)
+app.command("mcp")(mcp.mcp)
 app.add_typer(runs.runs_app, name="runs")
 app.add_typer(review.review_app, name="review")
 

@@ -23,7 +23,7 @@ from sopforge.errors import ProviderError, ResponsePending, UserError
 from sopforge.llm.batch import Batcher
 from sopforge.llm.budget import Budget
 from sopforge.llm.limits import LIMITERS, AdaptiveLimiter, LimiterRegistry, estimate_cost, match_price
-from sopforge.llm.types import CallLedger, LLMCallRecord, LLMRequest, LLMResponse
+from sopforge.llm.types import CallLedger, LLMCallRecord, LLMRequest, LLMResponse, ToolCall
 from sopforge.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -303,6 +303,8 @@ class Gateway:
             latency_ms=response.latency_ms if response is not None else 0.0,
             transport_attempts=attempts,
             error=str(error) if error is not None else None,
+            tool_calls=[c.model_dump() for c in response.tool_calls] if response is not None and response.tool_calls
+            else None,
         )
         self.ledger.record_call(record)
 
@@ -357,6 +359,7 @@ def _from_record(record: LLMCallRecord) -> LLMResponse:
         cost_usd=0.0,
         from_cache=True,
         raw=record.raw,
+        tool_calls=[ToolCall.model_validate(c) for c in record.tool_calls or []],
     )
 
 
@@ -367,7 +370,8 @@ def _with_suffix(err: ProviderError, note: str) -> ProviderError:
 
 def _approx_prompt_tokens(request: LLMRequest) -> int:
     """Prompt tokens for the token bucket and the budget: about four characters each."""
-    return (len(request.system or "") + sum(len(m.content) for m in request.messages)) // 4 + 1
+    tool_text = sum(len(r.content) for m in request.messages for r in m.tool_results)
+    return (len(request.system or "") + sum(len(m.content) for m in request.messages) + tool_text) // 4 + 1
 
 
 def _public_url(url: str) -> str:

@@ -37,7 +37,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
 WireProtocol = Literal["anthropic", "openai"]
-Responder = Callable[[dict[str, Any], str], str]
+# A responder returns the reply text, or an Action (e.g. testserver_agents.tool_reply: tool calls).
+Responder = Callable[[dict[str, Any], str], "str | Action"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class Action:
     output_tokens: int | None = None
     cached_tokens: int = 0
     body: str = ""
+    tool_calls: tuple[tuple[str, dict[str, Any] | str], ...] = ()  # (name, arguments or raw arguments text)
 
 
 def reply(text: str, *, input_tokens: int | None = None, output_tokens: int | None = None,
@@ -203,10 +205,15 @@ def completion_body(protocol: str, request: dict[str, Any], action: Action, seq:
         read, written = action.cached_tokens, 0
         if cache is not None and not action.cached_tokens and action.input_tokens is None:
             read, written = cache.anthropic(prompt_blocks(request))
+        content: list[dict[str, Any]] = [{"type": "text", "text": text}] if action.text or not action.tool_calls \
+            else []
+        content += [{"type": "tool_use", "id": f"toolu_{seq}_{i}", "name": name, "input": arguments}
+                    for i, (name, arguments) in enumerate(action.tool_calls)]
         return {
             "id": f"msg_fake_{seq}", "type": "message", "role": "assistant", "model": model,
-            "content": [{"type": "text", "text": text}],
-            "stop_reason": "max_tokens" if cut else "end_turn", "stop_sequence": None,
+            "content": content,
+            "stop_reason": "tool_use" if action.tool_calls else "max_tokens" if cut else "end_turn",
+            "stop_sequence": None,
             # Anthropic's input_tokens counts only what was neither read from nor written to the cache.
             "usage": {"input_tokens": max(0, tokens_in - read - written), "output_tokens": tokens_out,
                       "cache_read_input_tokens": read, "cache_creation_input_tokens": written},
@@ -214,10 +221,17 @@ def completion_body(protocol: str, request: dict[str, Any], action: Action, seq:
     cached = action.cached_tokens
     if cache is not None and not cached and action.input_tokens is None:
         cached = min(tokens_in, cache.openai(_request_text(request)))
+    message: dict[str, Any] = {"role": "assistant", "content": text if action.text or not action.tool_calls
+                               else None}
+    if action.tool_calls:
+        message["tool_calls"] = [{"id": f"call_{seq}_{i}", "type": "function", "function": {
+            "name": name, "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments)}}
+            for i, (name, arguments) in enumerate(action.tool_calls)]
     return {
         "id": f"chatcmpl-fake-{seq}", "object": "chat.completion", "created": int(time.time()), "model": model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                     "finish_reason": "length" if cut else "stop", "logprobs": None}],
+        "choices": [{"index": 0, "message": message,
+                     "finish_reason": "tool_calls" if action.tool_calls else "length" if cut else "stop",
+                     "logprobs": None}],
         "usage": {"prompt_tokens": tokens_in, "completion_tokens": tokens_out,
                   "total_tokens": tokens_in + tokens_out,
                   "prompt_tokens_details": {"cached_tokens": cached}},
@@ -500,7 +514,8 @@ class FakeLLMServer:
                 return self._queue.popleft(), seq
         if self.responder is not None:
             try:
-                return reply(self.responder(body, protocol)), seq
+                answer = self.responder(body, protocol)
+                return (answer if isinstance(answer, Action) else reply(answer)), seq
             except Exception as err:  # noqa: BLE001 - reported to the client instead
                 # Non-retryable, so the test fails at once with the responder's own error
                 # instead of a dropped connection the client would retry.

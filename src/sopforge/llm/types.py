@@ -10,7 +10,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
 
 def sha256_text(text: str) -> str:
@@ -21,6 +21,33 @@ def sha256_json(value: Any) -> str:
     return sha256_text(json.dumps(value, sort_keys=True, ensure_ascii=False, default=str))
 
 
+class ToolSpec(BaseModel):
+    """A tool the model may call (native tool use: Anthropic ``tools``, OpenAI function calling)."""
+
+    name: str = Field(description="Tool name.")
+    description: str = Field("", description="What the tool does, as the model reads it.")
+    input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}},
+                                         description="JSON Schema of the arguments.")
+
+
+class ToolCall(BaseModel):
+    """One tool call the model asked for."""
+
+    id: str = Field(description="The call's id, echoed by its result.")
+    name: str = Field(description="Tool name as the model wrote it.")
+    arguments: dict[str, Any] = Field(default_factory=dict, description="Arguments, when they were a JSON object.")
+    raw_arguments: str | None = Field(None, description=(
+        "The arguments as written when they were not a JSON object (the caller reports that to the model)."))
+
+
+class ToolResult(BaseModel):
+    """What a tool call returned, sent back to the model."""
+
+    call_id: str = Field(description="ToolCall.id of the call.")
+    content: str = Field(description="The result as text (JSON for structured results).")
+    is_error: bool = Field(False, description="The call failed (bad arguments, unknown tool, the tool raised).")
+
+
 class Message(BaseModel):
     role: Literal["user", "assistant"] = Field(description="Chat role.")
     content: str = Field(description="Message text.")
@@ -28,6 +55,24 @@ class Message(BaseModel):
         "Characters at the start of ``content`` shared with the stage's other prompts (marked for the "
         "provider's prompt cache). Not part of the prompt's identity: it changes how the prompt is sent, "
         "never what it says."))
+    tool_calls: list[ToolCall] = Field(default_factory=list, description="Tool calls of an assistant turn.")
+    tool_results: list[ToolResult] = Field(default_factory=list, description=(
+        "Results of the previous assistant turn's tool calls, sent in a user turn (before ``content``)."))
+
+    @model_serializer(mode="wrap")
+    def _tool_fields_only_when_used(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A text turn dumps as {role, content}, exactly as before tool use existed: prompt hashes
+        # (replay matches recordings by them), the ledger and every caller see the same thing.
+        data = handler(self)
+        for key in ("tool_calls", "tool_results"):
+            if not data.get(key):
+                data.pop(key, None)
+        return data
+
+    def payload(self) -> dict[str, Any]:
+        """The message as the prompt's identity: role and content, and tool calls and results only
+        when there are any (so prompts without tools hash exactly as before tools existed)."""
+        return self.model_dump()
 
 
 class LLMRequest(BaseModel):
@@ -43,9 +88,13 @@ class LLMRequest(BaseModel):
     attempt: int = Field(1, description="Re-ask attempt number (1 = first ask).")
     template_id: str | None = Field(None, description="Prompt template id, e.g. 'teller/context'.")
     template_hash: str | None = Field(None, description="sha256 of the template source.")
+    tools: list[ToolSpec] | None = Field(None, description="Tools offered for native tool use (None: a text turn).")
 
     def prompt_payload(self) -> dict[str, Any]:
-        return {"system": self.system, "messages": [m.model_dump() for m in self.messages]}
+        payload: dict[str, Any] = {"system": self.system, "messages": [m.payload() for m in self.messages]}
+        if self.tools is not None:
+            payload["tools"] = [t.model_dump() for t in self.tools]
+        return payload
 
     def prompt_hash(self) -> str:
         """Hash of what the model reads (system + messages): checked by replay."""
@@ -74,6 +123,8 @@ class LLMResponse(BaseModel):
     raw: dict[str, Any] | None = Field(None, description="Raw response body, when the provider returns JSON.")
     batch_id: str | None = Field(None, description="The provider batch job that answered (batch APIs are half price).")
     rate_limit: Any = Field(None, exclude=True, description="Rate-limit headers of the response (RateLimitInfo).")
+    tool_calls: list[ToolCall] = Field(default_factory=list, description="Tool calls the model asked for, in order.")
+    stop_reason: str | None = Field(None, description="Why the model stopped (end_turn, tool_use, max_tokens...).")
 
 
 class LLMCallRecord(BaseModel):
@@ -103,6 +154,7 @@ class LLMCallRecord(BaseModel):
     latency_ms: float = 0.0
     transport_attempts: int = 1
     error: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None  # the answer's tool calls (ToolCall dumps), None for text turns
     created_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
 
 

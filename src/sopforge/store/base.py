@@ -73,6 +73,8 @@ class StoreBase:
         self._schema_ok = False  # migrations checked by this instance; saves a query per call
         self._location_ok = False
         self._answered: set[str] | None = None  # request hashes with a cached answer (Store.cached_response)
+        self._answered_filled = False  # the set holds the file's answers (until then lookups wait for it)
+        self._answered_lock = threading.Lock()
 
     @classmethod
     def from_settings(cls, settings: Any, **kwargs: Any) -> Self:

@@ -1,6 +1,6 @@
 """SQL for deleting whole runs without breaking the lineage of the runs that remain.
 
-A run owns its rows in every table: ``runs``, ``stage_runs``, ``llm_calls``, ``review_requests``
+A run owns its rows in every table: ``runs``, ``stage_runs``, ``llm_calls``, ``eval_runs``, ``eval_items``, ``review_requests``
 and ``funnel`` by ``run_id``; ``artifacts`` it produced, with their ``validations``,
 ``dataset_rows``, lineage ``artifact_edges`` and ``reviews``. Another run may depend on those
 artifacts: it reused one (a ``stage_runs`` row of status ``reused``), or built one of its own
@@ -92,6 +92,8 @@ _DELETES = (
                 "(SELECT id FROM artifacts WHERE list_contains($runs, run_id))"),
     ("review_requests", "list_contains($runs, run_id)"),
     ("llm_calls", "list_contains($runs, run_id)"),
+    ("eval_items", "eval_id IN (SELECT id FROM eval_runs WHERE list_contains($runs, run_id))"),
+    ("eval_runs", "list_contains($runs, run_id)"),
     ("stage_runs", "list_contains($runs, run_id)"),
     ("artifacts", "list_contains($runs, run_id)"),
     ("runs", "list_contains($runs, id)"),

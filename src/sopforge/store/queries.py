@@ -23,7 +23,8 @@ from .records import LIVE_STATUSES, ArtifactRecord, RunRecord, StageRunRecord, V
 
 Con = duckdb.DuckDBPyConnection
 
-_JSON_COLUMNS = {"config", "content", "details", "params", "prompt", "raw"}
+_JSON_COLUMNS = {"config", "content", "details", "params", "prompt", "raw", "tool_calls", "options", "artifacts",
+                 "output", "score"}
 
 
 def now() -> datetime:
@@ -326,6 +327,7 @@ def insert_call(con: Con, record: LLMCallRecord, params: dict[str, Any]) -> None
     values["params"] = to_json(params, what="LLM call params")
     values["prompt"] = to_json(values["prompt"], what="LLM call prompt")
     values["raw"] = None if values["raw"] is None else to_json(values["raw"], what="LLM raw response")
+    values["tool_calls"] = None if values["tool_calls"] is None else to_json(values["tool_calls"], what="LLM tool calls")
     created = values["created_at"]
     if created.tzinfo is None:  # the record's default is UTC; treat naive times the same way
         values["created_at"] = created.replace(tzinfo=timezone.utc)

@@ -20,6 +20,7 @@ from . import queries as q
 from . import review_queries as rq
 from .base import DEFAULT_LOCK_TIMEOUT, require, transaction
 from .deletion import RunHousekeeping
+from .evals import EvalResults
 from .records import (
     LIVE_STATUSES,
     REUSABLE_STATUSES,
@@ -47,7 +48,7 @@ __all__ = ["DEFAULT_LOCK_TIMEOUT", "Store"]
 _ANSWERED = "error IS NULL AND response IS NOT NULL AND NOT coalesce(rejected, FALSE)"
 
 
-class Store(RunHousekeeping):
+class Store(RunHousekeeping, EvalResults):
     """Persistent state of sopforge in one DuckDB file; implements ``CallLedger``.
 
     Args:
@@ -449,16 +450,21 @@ class Store(RunHousekeeping):
             if isinstance(queued, LLMCallRecord) and queued.request_hash == request_hash \
                     and queued.error is None and queued.response is not None:
                 return queued
-        if self._answered is None:
-            # Published before it is filled, so a call recorded meanwhile is added to it by
-            # record_call; one recorded earlier is still queued (or being written) or in the file.
-            answered: set[str] = set()
-            self._answered = answered
-            answered |= {c.request_hash for c in self._queued() if isinstance(c, LLMCallRecord)
-                         and c.error is None and c.response is not None}
-            with self._read(flush=False) as con:
-                answered |= {h for (h,) in con.execute(
-                    f"SELECT DISTINCT request_hash FROM llm_calls WHERE {_ANSWERED}").fetchall()}
+        if not self._answered_filled:
+            # Concurrent first lookups (a fan-out starting at once) wait for the one filling the set:
+            # a lookup that saw it published but not yet filled would miss every earlier answer.
+            with self._answered_lock:
+                if self._answered is None or not self._answered_filled:
+                    # Published before it is filled, so a call recorded meanwhile is added to it by
+                    # record_call; one recorded earlier is still queued (or being written) or in the file.
+                    answered: set[str] = set()
+                    self._answered = answered
+                    answered |= {c.request_hash for c in self._queued() if isinstance(c, LLMCallRecord)
+                                 and c.error is None and c.response is not None}
+                    with self._read(flush=False) as con:
+                        answered |= {h for (h,) in con.execute(
+                            f"SELECT DISTINCT request_hash FROM llm_calls WHERE {_ANSWERED}").fetchall()}
+                    self._answered_filled = True
         if request_hash not in self._answered:
             return None
         with self._read(flush=False) as con:
@@ -472,7 +478,7 @@ class Store(RunHousekeeping):
         Returns:
             How many calls were marked.
         """
-        self._answered = None
+        self._answered, self._answered_filled = None, False
         with self._write() as con, transaction(con):
             return q.reject_stage_answers(con, stage_run_id)
 

@@ -12,7 +12,7 @@ from sopforge.store import ReviewWrite, Store
 from sopforge.store import deletion
 
 TABLES = ("runs", "stage_runs", "artifacts", "artifact_edges", "validations", "dataset_rows", "funnel",
-          "llm_calls", "reviews", "review_requests")
+          "llm_calls", "reviews", "review_requests", "eval_runs", "eval_items")
 
 
 def _count_all(sql) -> dict[str, int]:
@@ -33,6 +33,9 @@ def _full_run(store: Store, save, make_call, theme: str = "t") -> tuple[str, dic
     store.record_review(ReviewWrite(artifact_id=dataset.id, run_id=run_id, decision="approve", source="cli",
                                     close_request_id=request.id))
     store.set_run_status(run_id, "succeeded")
+    evaluation = store.create_eval(run_id, {"provider": "scripted", "model": "m", "agent": "fc"}, "key",
+                                   artifacts=[dataset.id], export_dir="/exports")
+    store.save_item(evaluation, "sop_tools", {"suite": "sop_bench", "agent": "fc", "item_id": "R-1"})
     return run_id, {"context": context.id, "dataset": dataset.id}
 
 

@@ -118,3 +118,33 @@ def test_calls_recorded_before_the_cache_is_first_read_are_hits(store, run_id, m
     store._flush()
     fresh = type(store)(store.path)
     assert fresh.cached_response("early").response == "answer"  # written: found in the file
+
+
+def test_concurrent_first_lookups_wait_for_the_answered_set(store, run_id, make_call, db_path):
+    """A fan-out starts many lookups at once on a fresh Store: none may see the set before it is filled
+    (an evaluation's first items paid again for answers already in the file)."""
+    import threading
+    import time
+    from contextlib import contextmanager
+
+    from sopforge.store import Store, release_connections
+
+    store.record_call(make_call(run_id, "eval_sop_tools", request_hash="known", response="cached"))
+    store.calls_for_run(run_id)  # written to the file
+    release_connections()
+
+    class SlowReader(Store):
+        @contextmanager
+        def _read(self, *, flush: bool = True):
+            time.sleep(0.2)  # the set's query is slow enough for the other lookups to arrive meanwhile
+            with super()._read(flush=flush) as con:
+                yield con
+
+    fresh = SlowReader(db_path, lock_timeout=20)
+    found: list[object] = []
+    threads = [threading.Thread(target=lambda: found.append(fresh.cached_response("known"))) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert [f is not None and f.response == "cached" for f in found] == [True] * 4

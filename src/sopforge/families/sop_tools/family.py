@@ -13,6 +13,7 @@ from typing import Any
 
 from sopforge.families import ExportSpec, Family, FamilySummary, OptionsSpec, StageSpec, SummaryTable, TableView
 from sopforge.families.sop_tools import edits, render
+from sopforge.families.sop_tools.evaluation import EVALUATION
 from sopforge.families.sop_tools.export.tables import ArtifactRef
 from sopforge.families.sop_tools.models.api_graph import APIGraph
 from sopforge.families.sop_tools.models.data_schema import DataSchema
@@ -201,4 +202,5 @@ FAMILY = Family(
     scorers={"oracle": oracle_check, "trajectory": score_trajectory, "agent": score_agent},
     summarize=summarize,
     json_schemas={"oracle_report": OracleReport, "agent_report": AgentReport, "trajectory": Trajectory},
+    evaluation=EVALUATION,
 )

@@ -12,7 +12,9 @@ An exchange folder is therefore also a recording that ``replay`` can serve offli
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
@@ -20,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from sopforge.llm.types import LLMRequest
+from sopforge.llm.types import LLMRequest, Message, ToolCall, sha256_text
 
 REQUEST_SUFFIX = ".request.md"
 RESPONSE_SUFFIX = ".response.md"
@@ -52,7 +54,8 @@ def estimate_tokens(text: str) -> int:
 
 def prompt_text(request: LLMRequest) -> str:
     """Everything the model reads, concatenated (for token estimates)."""
-    return (request.system or "") + "".join(m.content for m in request.messages)
+    return (request.system or "") + "".join(m.content + "".join(r.content for r in m.tool_results)
+                                            for m in request.messages)
 
 
 def render_request(request: LLMRequest) -> str:
@@ -72,9 +75,73 @@ def render_request(request: LLMRequest) -> str:
     parts = ["---\n", yaml.safe_dump(meta, sort_keys=False, allow_unicode=True), "---\n"]
     if request.system:
         parts.append(f"\n## system\n\n{request.system.rstrip()}\n")
+    names: dict[str, str] = {}
     for message in request.messages:
-        parts.append(f"\n## {message.role}\n\n{message.content.rstrip()}\n")
+        parts.append(f"\n## {message.role}\n\n{_message_text(message, names).rstrip()}\n")
+    if request.tools is not None:
+        parts.append(_tools_section(request))
     return "".join(parts)
+
+
+TOOL_CALL_TAG = "tool_call"
+_TOOL_CALL = re.compile(rf"<{TOOL_CALL_TAG}>(.*?)</{TOOL_CALL_TAG}>", re.DOTALL)
+HOW_TO_CALL_TOOLS = f"""\
+## how to answer
+
+Answer as the assistant of this conversation. To call a tool, write a block like this (one per call;
+several calls in one answer run in order, and their results come back in the next user turn):
+
+<{TOOL_CALL_TAG}>{{"name": "TOOL_NAME", "arguments": {{"parameter": "value"}}}}</{TOOL_CALL_TAG}>
+
+The arguments must be a JSON object that follows the tool's input schema. To finish, answer without
+any <{TOOL_CALL_TAG}> block: that text is the final answer.
+"""
+
+
+def _message_text(message: Message, names: dict[str, str]) -> str:
+    """A turn as the answerer reads it: tool results, the text, then the tool calls (as they are written)."""
+    parts = []
+    for result in message.tool_results:
+        error = ' error="true"' if result.is_error else ""
+        parts.append(f'<tool_result name="{names.get(result.call_id, "?")}"{error}>{result.content}</tool_result>')
+    if message.content:
+        parts.append(message.content)
+    for call in message.tool_calls:
+        names[call.id] = call.name
+        arguments = call.raw_arguments if call.raw_arguments is not None else json.dumps(call.arguments)
+        parts.append(f'<{TOOL_CALL_TAG}>{{"name": {json.dumps(call.name)}, "arguments": {arguments}}}</{TOOL_CALL_TAG}>')
+    return "\n\n".join(parts)
+
+
+def _tools_section(request: LLMRequest) -> str:
+    lines = ["\n## tools\n"]
+    for tool in request.tools or []:
+        schema = json.dumps(tool.input_schema, indent=2, ensure_ascii=False)
+        lines.append(f"\n### {tool.name}\n\n{tool.description.strip()}\n\ninput schema:\n\n```json\n{schema}\n```\n")
+    return "".join(lines) + "\n" + HOW_TO_CALL_TOOLS
+
+
+def parse_tool_calls(text: str, call_key: str) -> tuple[str, list[ToolCall]]:
+    """Split a written answer into its text and its ``<tool_call>`` blocks.
+
+    A block that is not ``{"name": str, "arguments": {...}}`` is kept as a call with its text in
+    ``raw_arguments``, so the agent tells the model what was wrong instead of dropping it. Call ids are
+    derived from the call key, so a replayed conversation is identical to the recorded one.
+    """
+    calls = []
+    prefix = sha256_text(call_key)[:8]
+    for index, block in enumerate(_TOOL_CALL.findall(text)):
+        try:
+            value = json.loads(block)
+        except ValueError:
+            value = None
+        call_id = f"call_{prefix}_{index}"
+        if isinstance(value, dict) and isinstance(value.get("name"), str) and isinstance(value.get("arguments", {}), dict):
+            calls.append(ToolCall(id=call_id, name=value["name"], arguments=value.get("arguments", {})))
+        else:
+            name = value.get("name") if isinstance(value, dict) and isinstance(value.get("name"), str) else ""
+            calls.append(ToolCall(id=call_id, name=name, raw_arguments=block.strip()))
+    return _TOOL_CALL.sub("", text).strip(), calls
 
 
 def split_front_matter(text: str) -> tuple[dict[str, Any], str]:

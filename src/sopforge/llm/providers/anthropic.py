@@ -16,7 +16,7 @@ from sopforge.llm.limits import RateLimitInfo
 from sopforge.llm.providers._http import (
     as_int, json_body, malformed, sdk_errors,
 )
-from sopforge.llm.types import LLMRequest, LLMResponse
+from sopforge.llm.types import LLMRequest, LLMResponse, Message, ToolCall
 
 NAME = "anthropic"
 
@@ -113,18 +113,35 @@ def message_params(request: LLMRequest) -> dict[str, Any]:
     """
     messages: list[dict[str, Any]] = []
     for i, m in enumerate(request.messages):
-        if i == 0 and m.role == "user":
+        if i == 0 and m.role == "user" and not m.tool_results:
             cut = m.cache_prefix if m.cache_prefix and 0 < m.cache_prefix < len(m.content) else len(m.content)
             blocks = [{"type": "text", "text": m.content[:cut], "cache_control": CACHE_CONTROL}]
             if cut < len(m.content):
                 blocks.append({"type": "text", "text": m.content[cut:]})
             messages.append({"role": "user", "content": blocks})
+        elif m.tool_calls or m.tool_results:
+            messages.append({"role": m.role, "content": tool_blocks(m)})
         else:
             messages.append({"role": m.role, "content": m.content})
     params: dict[str, Any] = {"model": request.model, "max_tokens": request.max_tokens, "messages": messages}
     if request.system:
         params["system"] = [{"type": "text", "text": request.system, "cache_control": CACHE_CONTROL}]
+    if request.tools is not None:
+        params["tools"] = [{"name": t.name, "description": t.description, "input_schema": t.input_schema}
+                           for t in request.tools]
     return params
+
+
+def tool_blocks(message: Message) -> list[dict[str, Any]]:
+    """The content blocks of a turn with tool use: results first (the API wants them first in a user
+    turn), then the text, then the calls of an assistant turn."""
+    blocks: list[dict[str, Any]] = [{"type": "tool_result", "tool_use_id": r.call_id, "content": r.content,
+                                     "is_error": r.is_error} for r in message.tool_results]
+    if message.content:
+        blocks.append({"type": "text", "text": message.content})
+    blocks += [{"type": "tool_use", "id": c.id, "name": c.name,
+                "input": c.arguments if c.raw_arguments is None else {}} for c in message.tool_calls]
+    return blocks
 
 
 def parse_message(text: str, request: LLMRequest) -> LLMResponse:
@@ -139,6 +156,10 @@ def parse_message(text: str, request: LLMRequest) -> LLMResponse:
         raise malformed(NAME, "no 'content' list")
     answer = "".join(block.get("text") or "" for block in content
                      if isinstance(block, dict) and block.get("type") == "text")
+    calls = [ToolCall(id=str(b.get("id") or f"toolu_{i}"), name=str(b.get("name") or ""),
+                      **({"arguments": b["input"]} if isinstance(b.get("input"), dict)
+                         else {"raw_arguments": str(b.get("input"))}))
+             for i, b in enumerate(content) if isinstance(b, dict) and b.get("type") == "tool_use"]
     usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
     # Anthropic's input_tokens excludes the tokens read from or written to the cache; sopforge's
     # input_tokens is every prompt token (as OpenAI counts), with the cached ones a part of it.
@@ -152,4 +173,6 @@ def parse_message(text: str, request: LLMRequest) -> LLMResponse:
         cached_tokens=read,
         cache_write_tokens=written,
         raw=body,
+        tool_calls=calls,
+        stop_reason=body.get("stop_reason"),
     )

@@ -17,6 +17,7 @@ from sopforge.llm.providers._files import (
     RESPONSE_SUFFIX,
     atomic_write,
     estimate_tokens,
+    parse_tool_calls,
     prompt_text,
     read_response,
     recorded_prompt_hash,
@@ -118,10 +119,12 @@ class ExchangeProvider:
                 f"the response in {resp_file} is stale; delete it (a new request will be written) or rewrite it"
             )
         meta, text = read_response(resp_file)
+        answer, calls = parse_tool_calls(text, request.call_key) if request.tools is not None else (text, [])
         return LLMResponse(
-            text=text,
+            text=answer,
             provider=NAME,
             model=str(meta.get("model") or request.model),
             input_tokens=estimate_tokens(prompt_text(request)),
             output_tokens=estimate_tokens(text),
+            tool_calls=calls,
         )

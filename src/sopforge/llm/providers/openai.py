@@ -16,7 +16,7 @@ from sopforge.llm.limits import RateLimitInfo
 from sopforge.llm.providers._http import (
     as_int, json_body, malformed, sdk_errors,
 )
-from sopforge.llm.types import LLMRequest, LLMResponse
+from sopforge.llm.types import LLMRequest, LLMResponse, Message, ToolCall
 
 NAME = "openai"
 
@@ -72,12 +72,17 @@ class OpenAIProvider:
         if request.system:
             messages.append({"role": "system", "content": request.system})
         # OpenAI caches the longest prefix it has seen (from 1024 tokens) by itself: nothing to mark.
-        messages.extend({"role": m.role, "content": m.content} for m in request.messages)
+        for m in request.messages:
+            messages.extend(chat_messages(m))
         # api.openai.com deprecated max_tokens (its reasoning models reject it) while most
         # compatible servers (vLLM, Ollama) only understand max_tokens: pick by endpoint.
         budget = "max_tokens" if self.base_url else "max_completion_tokens"
-        return {"model": request.model, "messages": messages, "temperature": request.temperature,
-                budget: request.max_tokens}
+        body: dict[str, Any] = {"model": request.model, "messages": messages, "temperature": request.temperature,
+                                budget: request.max_tokens}
+        if request.tools is not None:
+            body["tools"] = [{"type": "function", "function": {"name": t.name, "description": t.description,
+                                                               "parameters": t.input_schema}} for t in request.tools]
+        return body
 
     # -- the Batch API (sopforge.llm.batch) --------------------------------------------------------
     def submit_batch(self, requests: dict[str, LLMRequest]) -> str:
@@ -119,6 +124,39 @@ class OpenAIProvider:
         return found
 
 
+def chat_messages(message: Message) -> list[dict[str, Any]]:
+    """One sopforge message as chat messages: tool results become ``tool`` messages (before the
+    turn's text), an assistant turn's calls its ``tool_calls``."""
+    out: list[dict[str, Any]] = [{"role": "tool", "tool_call_id": r.call_id,
+                                  "content": f"ERROR: {r.content}" if r.is_error and not r.content.startswith("ERROR:")
+                                  else r.content}
+                                 for r in message.tool_results]
+    if message.tool_calls:
+        out.append({"role": "assistant", "content": message.content or None, "tool_calls": [
+            {"id": c.id, "type": "function", "function": {
+                "name": c.name, "arguments": c.raw_arguments if c.raw_arguments is not None else json.dumps(c.arguments)}}
+            for c in message.tool_calls]})
+    elif message.content or not message.tool_results:
+        out.append({"role": message.role, "content": message.content})
+    return out
+
+
+def _tool_calls(message: dict[str, Any]) -> list[ToolCall]:
+    calls = []
+    for i, item in enumerate(message.get("tool_calls") or []):
+        function = item.get("function") if isinstance(item, dict) else None
+        if not isinstance(function, dict):
+            continue
+        raw = function.get("arguments")
+        try:
+            arguments = json.loads(raw) if isinstance(raw, str) else raw
+        except ValueError:
+            arguments = None
+        fields = {"arguments": arguments} if isinstance(arguments, dict) else {"raw_arguments": str(raw)}
+        calls.append(ToolCall(id=str(item.get("id") or f"call_{i}"), name=str(function.get("name") or ""), **fields))
+    return calls
+
+
 def parse_chat_completion(text: str, request: LLMRequest) -> LLMResponse:
     """Turn a chat.completion success body into an ``LLMResponse``.
 
@@ -142,4 +180,6 @@ def parse_chat_completion(text: str, request: LLMRequest) -> LLMResponse:
         output_tokens=as_int(usage.get("completion_tokens")),
         cached_tokens=as_int(details.get("cached_tokens")),
         raw=body,
+        tool_calls=_tool_calls(message),
+        stop_reason=choices[0].get("finish_reason"),
     )

@@ -12,6 +12,7 @@ from pathlib import Path
 from sopforge.errors import UserError
 from sopforge.llm.providers._files import (
     estimate_tokens,
+    parse_tool_calls,
     prompt_text,
     read_response,
     recorded_prompt_hash,
@@ -67,10 +68,12 @@ class ReplayProvider:
                 f"(delete {resp_file.name} and run with --provider exchange)"
             )
         _, text = read_response(resp_file)
+        answer, calls = parse_tool_calls(text, request.call_key) if request.tools is not None else (text, [])
         return LLMResponse(
-            text=text,
+            text=answer,
             provider=NAME,
             model=MODEL,
             input_tokens=estimate_tokens(prompt_text(request)),
             output_tokens=estimate_tokens(text),
+            tool_calls=calls,
         )

@@ -16,7 +16,10 @@ from sopforge.llm.types import LLMRequest, LLMResponse
 
 NAME = "scripted"
 
-Script = Sequence[str | BaseException] | Callable[[LLMRequest], str]
+# An answer is text, or a whole LLMResponse (e.g. one carrying tool calls); provider, model and
+# token counts are filled in when the response leaves them at their defaults.
+Answer = str | LLMResponse
+Script = Sequence[Answer | BaseException] | Callable[[LLMRequest], Answer]
 
 
 class ScriptExhausted(UserError):
@@ -45,8 +48,8 @@ class ScriptedProvider:
         self.requests: list[LLMRequest] = []
         self._lock = threading.Lock()
         if callable(responses):
-            self._responder: Callable[[LLMRequest], str] | None = responses
-            self._script: list[str | BaseException] = []
+            self._responder: Callable[[LLMRequest], Answer] | None = responses
+            self._script: list[Answer | BaseException] = []
         else:
             self._responder = None
             self._script = list(responses)
@@ -83,6 +86,11 @@ class ScriptedProvider:
             raise item
         # The callable runs outside the lock so a slow responder does not serialise threads.
         text = item if item is not None else self._responder(request)  # type: ignore[misc]
+        if isinstance(text, LLMResponse):
+            return text.model_copy(update={
+                "provider": self.name, "model": request.model,
+                "input_tokens": text.input_tokens or estimate_tokens(prompt_text(request)),
+                "output_tokens": text.output_tokens or estimate_tokens(text.text)})
         return LLMResponse(
             text=text,
             provider=self.name,

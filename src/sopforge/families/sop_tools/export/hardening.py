@@ -11,8 +11,9 @@ Layout, next to the SOP-Bench files of ``<exports>/<run>/<slug>/``:
   ``sop.txt``. Agents are given a variant; the answers in the CSV still come from ``sop.txt``.
 
 And in ``<exports>/<run>/``: ``tod_procbench.jsonl``, one record per line, ``record_type`` =
-``instruction_document`` (f1/f2/f3 and every statement id) or ``compliance_item`` (the balanced
-compliant/violating set; docs/hardening/compliance.md).
+``instruction_document`` (f1/f2/f3 and every statement id), ``compliance_item`` (the balanced
+compliant/violating set, TOD-ProcBench task 2; docs/hardening/compliance.md), ``task1_item`` and
+``task3_item`` (tasks 1 and 3, from the dialogues; docs/evaluation.md).
 """
 
 from __future__ import annotations
@@ -63,16 +64,35 @@ def write_sop_variants(folder: Path, manipulations: ManipulationSet) -> list[dic
 
 
 def write_tod_jsonl(path: Path, benchmark: str, manipulations: ManipulationSet, run_id: str) -> Path:
-    """The instruction document and every compliance item, one JSON object per line (temp file, then rename)."""
+    """The instruction document, every compliance item and the task 1 and 3 items, one JSON object per line
+    (temp file, then rename)."""
     records = []
     if manipulations.instructions is not None:
         records.append(manipulations.instructions.to_record(document_id(benchmark)))
     records += [item.to_record() for item in manipulations.compliance]
+    records = [{"benchmark": benchmark, "run_id": run_id, **r} for r in records]
+    records += dialogue_records(manipulations, benchmark, run_id)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text("".join(json.dumps({"benchmark": benchmark, "run_id": run_id, **r}, ensure_ascii=False) + "\n"
-                           for r in records), encoding="utf-8")
+    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
     tmp.replace(path)
     return path
+
+
+def dialogue_records(manipulations: ManipulationSet, benchmark: str, run_id: str) -> list[dict[str, Any]]:
+    """TOD-ProcBench task 1 and task 3 instances from the run's dialogues (those whose section was extracted):
+    a task 1 item is the dialogue before its final agent turn with the gold section and the actions that
+    turn carries out; a task 3 item the same prefix with the section as the policy and the turn as the reference."""
+    records = []
+    for dialogue in manipulations.dialogues:
+        if not dialogue.section_id or not dialogue.section_f1:
+            continue
+        common = {"benchmark": benchmark, "run_id": run_id, "item_id": dialogue.task_id, "task_id": dialogue.task_id,
+                  "document_id": document_id(benchmark), "prefix": [t.line() for t in dialogue.prefix]}
+        records.append({**common, "record_type": "task1_item", "gold_section_id": dialogue.section_id,
+                        "gold_actions": list(dialogue.followed)})
+        records.append({**common, "record_type": "task3_item", "section_id": dialogue.section_id,
+                        "policy": dialogue.section_f1, "reference_response": dialogue.response})
+    return records
 
 
 def hardening_metadata(distractors: DistractorSet, manipulations: ManipulationSet,
