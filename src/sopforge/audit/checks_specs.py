@@ -137,13 +137,21 @@ def oracle_tools(c: FolderContents) -> list[OracleTool]:
 
 
 def build_oracle_calls(c: FolderContents, tools: list[OracleTool]) -> list[list[dict]]:
-    """One group of calls per row: every oracle tool, with the row's typed values."""
+    """One group of calls per row: each oracle tool with the row's typed values.
+
+    An empty cell is no value (a fact that does not exist for the case, such as the PDMP figures of a
+    drug that is not controlled): a tool whose required parameter is empty on a row is not called on
+    that row, and an empty optional parameter is left out, as an agent following the SOP would.
+    """
     groups = []
     for record in c.records:
         group = []
         for t in tools:
             props = t.spec.properties
-            group.append({"tool": t.name, "input": {p: coerce_cell(record.get(p, ""), props.get(p)) for p in t.params}})
+            present = [p for p in t.params if str(record.get(p, "")).strip() != ""]
+            if any(r not in present for r in t.spec.required):
+                continue
+            group.append({"tool": t.name, "input": {p: coerce_cell(record.get(p, ""), props.get(p)) for p in present}})
         groups.append(group)
     return groups
 
@@ -156,8 +164,10 @@ def check_rows_against_specs(c: FolderContents, tools: list[OracleTool],
     failures: dict[str, list[int]] = {}
     first_error: dict[str, str] = {}
     checked = 0
+    by_name = {t.name: t for t in tools}
     for task_id, group in enumerate(groups):
-        for t, call in zip(tools, group):
+        for call in group:
+            t = by_name[call["tool"]]
             if t.validator is None:
                 continue
             checked += 1

@@ -274,7 +274,7 @@ def parse_waivers(items: list[str]) -> dict[str, str]:
     return waivers
 
 
-def ways_out(error: Exception, run_id: str, upstream: list[str] | None = None) -> Exception:
+def ways_out(error: Exception, run_id: str, upstream: list[str] | None = None, stage: str | None = None) -> Exception:
     """A stage that failed its checks after every ask: the same line, ending with what the user can do next.
 
     Args:
@@ -282,12 +282,13 @@ def ways_out(error: Exception, run_id: str, upstream: list[str] | None = None) -
         run_id: The run.
         upstream: The stages the failed one reads, whose artifacts may be the cause (a check over the tools'
             results can fail because of the data); named so the user can sample them instead.
+        stage: The failed stage (from the store); default: the message's ``stage:`` prefix.
     """
     from sopforge.errors import ValidationFailed
 
     if not isinstance(error, ValidationFailed):
         return error
-    stage = str(error).split(":", 1)[0].strip()
+    stage = stage or str(error).split(":", 1)[0].strip()
     checks = list(dict.fromkeys(r["name"] for r in error.report if r.get("name")))[:2]
     waive = " ".join(f'--waive {c}="why it is wrong here"' for c in checks) or '--waive CHECK="why"'
     earlier = f" or one it reads ({', '.join(upstream)}) when the cause is there" if upstream else ""
@@ -361,4 +362,6 @@ def execute_run(store: Store, settings: Settings, spec: ThemeSpec, config: dict[
     else:
         print_summary(summary)
     if failure is not None:
-        raise ways_out(failure, run_id, _upstream(spec, str(failure).split(":", 1)[0].strip()))
+        failed = [r.stage for r in store.stage_runs_for(run_id) if r.status == "failed"]
+        stage = failed[-1] if failed else str(failure).split(":", 1)[0].strip()
+        raise ways_out(failure, run_id, _upstream(spec, stage), stage)

@@ -86,3 +86,25 @@ def test_substring_pairs_follow_the_harness_normalisation():
     assert substring_pairs(["valid", "not_valid", "approved"]) == [("valid", "not_valid")]
     assert substring_pairs(["low", "Very-Low", "high"]) == [("low", "Very-Low")]
     assert substring_pairs(["approve", "Approve", "reject"]) == []
+
+
+def test_an_empty_cell_is_no_value_so_the_tool_that_needs_it_is_not_called_on_that_row(tmp_path: Path):
+    """A conditional fact (PDMP figures exist only for controlled drugs) leaves its cell empty; the export's own
+    audit refused such a folder ('' is not of type 'integer') and the demo recording stopped at package (issue 19)."""
+    from sopforge.audit.checks_specs import build_oracle_calls, check_rows_against_specs, oracle_tools
+    from sopforge.audit.loader import load_folder
+
+    folder = copy_good(tmp_path)
+    specs = json.loads((folder / "toolspecs.json").read_text())
+    schema = specs[1]["toolSpec"]["inputSchema"]["json"]
+    schema["properties"]["dti_ratio"] = {"type": "number"}
+    schema["required"].append("dti_ratio")
+    (folder / "toolspecs.json").write_text(json.dumps(specs))
+    edit(folder, "test_set_with_outputs.csv", "A-0002,Ben Ortiz,30000,655,0.41,", "A-0002,Ben Ortiz,30000,655,,")
+    c = load_folder(folder)
+    tools = oracle_tools(c)
+    groups = build_oracle_calls(c, tools)
+    assert [call["tool"] for call in groups[1]] == ["getCreditScore"]  # getDebtToIncome needs the empty dti_ratio
+    assert [call["tool"] for call in groups[0]] == ["getCreditScore", "getDebtToIncome"]
+    [rows] = check_rows_against_specs(c, tools, groups)
+    assert rows.passed, rows.message
