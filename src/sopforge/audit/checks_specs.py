@@ -137,23 +137,26 @@ def oracle_tools(c: FolderContents) -> list[OracleTool]:
 
 
 def build_oracle_calls(c: FolderContents, tools: list[OracleTool]) -> list[list[dict]]:
-    """One group of calls per row: each oracle tool with the row's typed values.
+    """One group of calls per row: every oracle tool, with the row's typed values.
 
     An empty cell is no value (a fact that does not exist for the case, such as the PDMP figures of a
-    drug that is not controlled): a tool whose required parameter is empty on a row is not called on
-    that row, and an empty optional parameter is left out, as an agent following the SOP would.
+    drug that is not controlled): it is passed as null, as sopforge's own tool checks pass it and as
+    docs/bundle.md documents (an empty CSV cell, None in the rows, null from and to the tools).
     """
     groups = []
     for record in c.records:
         group = []
         for t in tools:
             props = t.spec.properties
-            present = [p for p in t.params if str(record.get(p, "")).strip() != ""]
-            if any(r not in present for r in t.spec.required):
-                continue
-            group.append({"tool": t.name, "input": {p: coerce_cell(record.get(p, ""), props.get(p)) for p in present}})
+            group.append({"tool": t.name, "input": {
+                p: None if _empty(record.get(p, "")) else coerce_cell(record.get(p, ""), props.get(p))
+                for p in t.params}})
         groups.append(group)
     return groups
+
+
+def _empty(cell: Any) -> bool:
+    return str(cell).strip() == ""
 
 
 def check_rows_against_specs(c: FolderContents, tools: list[OracleTool],
@@ -171,7 +174,9 @@ def check_rows_against_specs(c: FolderContents, tools: list[OracleTool],
             if t.validator is None:
                 continue
             checked += 1
-            error = next(iter(t.validator.iter_errors(call["input"])), None)
+            given = {k: v for k, v in call["input"].items() if v is not None}  # an empty cell is no value to type
+            error = next((e for e in t.validator.iter_errors(given)
+                          if not (e.validator == "required" and _names_a_null(e.message, call["input"]))), None)
             if error is not None:
                 failures.setdefault(t.name, []).append(task_id)
                 if t.name not in first_error:
@@ -184,6 +189,11 @@ def check_rows_against_specs(c: FolderContents, tools: list[OracleTool],
     return [check("toolspecs.rows_validate", not failures, message if failures else
                   f"all {len(groups)} rows validate against the {len(tools)} callable tool schema(s)",
                   tasks=failures)]
+
+
+def _names_a_null(message: str, arguments: dict[str, Any]) -> bool:
+    """Whether a 'required' error is about a parameter whose cell is empty (no value for this case)."""
+    return any(v is None and f"'{k}'" in message for k, v in arguments.items())
 
 
 def _short(value: Any, limit: int = 40) -> str:
