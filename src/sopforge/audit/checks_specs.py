@@ -122,7 +122,6 @@ class OracleTool:
 def oracle_tools(c: FolderContents) -> list[OracleTool]:
     """Tools whose required parameters are all CSV columns, in toolspec order (first of duplicate names)."""
     headers = set(c.header)
-    inputs = set(c.input_columns)
     tools, seen = [], set()
     for s in c.specs:
         if not isinstance(s.name, str) or s.name in seen or not isinstance(s.schema, dict):
@@ -130,7 +129,10 @@ def oracle_tools(c: FolderContents) -> list[OracleTool]:
         seen.add(s.name)
         if not all(r in headers for r in s.required):
             continue
-        optional = [p for p in s.properties if p not in s.required and p in inputs]
+        # Every column of test_set_with_outputs.csv is the case's record (hidden values included), so an
+        # optional parameter the CSV holds is passed too: leaving it out made tools that need it on some
+        # branches raise where an agent, having read it from an earlier tool, would pass it.
+        optional = [p for p in s.properties if p not in s.required and p in headers]
         tools.append(OracleTool(spec=s, params=[*dict.fromkeys(s.required), *optional],
                                 validator=schema_validator(s.schema)))
     return tools
@@ -140,14 +142,17 @@ def build_oracle_calls(c: FolderContents, tools: list[OracleTool]) -> list[list[
     """One group of calls per row: every oracle tool, with the row's typed values.
 
     An empty cell is no value (a fact that does not exist for the case, such as the PDMP figures of a
-    drug that is not controlled): it is passed as null, as sopforge's own tool checks pass it and as
-    docs/bundle.md documents (an empty CSV cell, None in the rows, null from and to the tools).
+    drug that is not controlled): an optional parameter is then passed as null, as sopforge's own tool
+    checks pass it and as docs/bundle.md documents; a tool whose required parameter is empty is not
+    called on that row (no agent could call it there).
     """
     groups = []
     for record in c.records:
         group = []
         for t in tools:
             props = t.spec.properties
+            if any(_empty(record.get(r, "")) for r in t.spec.required):
+                continue
             group.append({"tool": t.name, "input": {
                 p: None if _empty(record.get(p, "")) else coerce_cell(record.get(p, ""), props.get(p))
                 for p in t.params}})

@@ -91,7 +91,8 @@ def test_substring_pairs_follow_the_harness_normalisation():
 def test_an_empty_cell_is_passed_as_null_and_not_type_checked(tmp_path: Path):
     """A conditional fact (PDMP figures exist only for controlled drugs) leaves its cell empty; the export's own
     audit refused such a folder ('' is not of type 'integer') and the demo recording stopped at package (issue 19).
-    The cell is passed as null, as sopforge's tool checks pass it, and is not type-checked."""
+    A tool whose required parameter is empty is not called on that row; an empty optional one is passed as null
+    (the hidden columns of the CSV included) and is not type-checked."""
     from sopforge.audit.checks_specs import build_oracle_calls, check_rows_against_specs, oracle_tools
     from sopforge.audit.loader import load_folder
 
@@ -105,7 +106,25 @@ def test_an_empty_cell_is_passed_as_null_and_not_type_checked(tmp_path: Path):
     c = load_folder(folder)
     tools = oracle_tools(c)
     groups = build_oracle_calls(c, tools)
-    assert groups[1][1] == {"tool": "getDebtToIncome", "input": {"application_id": "A-0002", "dti_ratio": None}}
+    assert [call["tool"] for call in groups[1]] == ["getCreditScore"]  # its required dti_ratio has no value
     assert groups[0][1]["input"]["dti_ratio"] == 0.21
+    [rows] = check_rows_against_specs(c, tools, groups)
+    assert rows.passed, rows.message
+
+
+def test_an_optional_parameter_held_by_the_csv_is_passed_even_when_hidden_and_null_when_empty(tmp_path: Path):
+    from sopforge.audit.checks_specs import build_oracle_calls, check_rows_against_specs, oracle_tools
+    from sopforge.audit.loader import load_folder
+
+    folder = copy_good(tmp_path)
+    specs = json.loads((folder / "toolspecs.json").read_text())
+    specs[1]["toolSpec"]["inputSchema"]["json"]["properties"]["credit_score"] = {"type": "integer"}
+    (folder / "toolspecs.json").write_text(json.dumps(specs))
+    edit(folder, "test_set_with_outputs.csv", "A-0002,Ben Ortiz,30000,655,", "A-0002,Ben Ortiz,30000,,")
+    c = load_folder(folder)
+    tools = oracle_tools(c)
+    groups = build_oracle_calls(c, tools)
+    assert groups[0][1]["input"] == {"application_id": "A-0001", "credit_score": 742}
+    assert groups[1][1]["input"] == {"application_id": "A-0002", "credit_score": None}
     [rows] = check_rows_against_specs(c, tools, groups)
     assert rows.passed, rows.message
