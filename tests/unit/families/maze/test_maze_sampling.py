@@ -36,6 +36,32 @@ def test_the_same_seed_gives_the_same_plans_and_another_seed_others(lrs, hrs):
         assert [p.facts for p in plans(scenario, seed=1)] != [p.facts for p in first]
 
 
+_SAME_PLANS_EVERYWHERE = """
+import hashlib, sys
+sys.path.insert(0, {support!r})
+from maze_support import load_hrs, load_lrs
+from sopforge.families.maze.options import DEFAULT_NOISE
+from sopforge.families.maze.stages.sampling import plan_instances
+text = "".join(p.model_dump_json() for s in (load_lrs(), load_hrs())
+               for p in plan_instances(s, 5, noise=DEFAULT_NOISE, max_turns=5, seed=0))
+print(hashlib.sha256(text.encode()).hexdigest())
+"""
+
+
+def test_plans_do_not_depend_on_the_processs_hash_seed():
+    """Replay matches a recorded prompt by its hash: a plan drawn in another order in another process (a set's
+    order follows PYTHONHASHSEED) made the recorded demo stale on the next run (issue 19)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = _SAME_PLANS_EVERYWHERE.format(support=str(Path(__file__).parent))
+    digests = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                              env={**os.environ, "PYTHONHASHSEED": seed}).stdout.strip() for seed in ("1", "2", "3")}
+    assert len(digests) == 1
+
+
 @pytest.mark.parametrize("kind", ["lrs", "hrs"])
 def test_no_unstated_fact_can_change_any_subtask_answer(kind, request):
     scenario = request.getfixturevalue(kind)

@@ -133,7 +133,9 @@ def _lrs_region(s: LRSScenario, logic: Logic, option_id: str, rng: random.Random
     atoms = s.leaf_atoms(category, option)
     beaten = set(option.overrides)
     competitors = [s.leaf_atoms(c, o) for c, o in s.leaves() if o.id != option_id and o.id not in beaten]
-    for loser in sorted(beaten, key=lambda _: rng.random()):
+    losers = sorted(beaten)  # sorted first: a set's order depends on PYTHONHASHSEED, and so would the draws
+    rng.shuffle(losers)
+    for loser in losers:
         found = s.option(loser)
         if found is None:
             continue
