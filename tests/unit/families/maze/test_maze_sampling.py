@@ -42,8 +42,12 @@ sys.path.insert(0, {support!r})
 from maze_support import load_hrs, load_lrs
 from sopforge.families.maze.options import DEFAULT_NOISE
 from sopforge.families.maze.stages.sampling import plan_instances
-text = "".join(p.model_dump_json() for s in (load_lrs(), load_hrs())
-               for p in plan_instances(s, 5, noise=DEFAULT_NOISE, max_turns=5, seed=0))
+from pathlib import Path
+from sopforge.families.maze.models.scenario import LRSScenario
+# An answerer's tree with an option that overrides several others (their order once came from a set).
+lrs = LRSScenario.model_validate_json((Path({support!r}).parents[2] / "fixtures/maze/overrides_lrs.json").read_text())
+text = "".join(p.model_dump_json() for s in (lrs, load_lrs(), load_hrs())
+               for p in plan_instances(s, 8, noise=DEFAULT_NOISE, max_turns=5, seed=0))
 print(hashlib.sha256(text.encode()).hexdigest())
 """
 
