@@ -40,7 +40,7 @@ from sopforge.llm.providers._files import read_response
 from sopforge.sandbox import SandboxLimits
 
 ROOT = Path(__file__).resolve().parents[4]
-RECORDINGS = ROOT / "examples" / "recordings" / "pharmacy_refills"
+RECORDINGS = ROOT / "tests" / "fixtures" / "pharmacy_writes"  # frozen: see its README
 SOPBENCH = ROOT / "tests" / "fixtures" / "sopbench" / "loan_triage"
 CLASS = "PharmacyRefillsManager"
 LIMITS = SandboxLimits(wall_seconds=60, cpu_seconds=30)

@@ -21,7 +21,7 @@ from sopforge.families.sop_tools.verify.schema_checks import check_schema
 from sopforge.llm.providers._files import read_response
 from sopforge.parsing import ParseError
 
-RECORDINGS = Path(__file__).resolve().parents[4] / "examples" / "recordings" / "pharmacy_refills"
+RECORDINGS = Path(__file__).resolve().parents[4] / "tests" / "fixtures" / "pharmacy_writes"  # frozen: see its README
 
 
 def recorded(stem: str) -> str:
