@@ -36,6 +36,9 @@ __all__ = ["MIN_ROWS", "narrow_reason", "realism_checks", "spearman"]
 SEQUENCE_SHARE = 0.5  # a step that repeats between more than half the consecutive ids makes them a counter
 MIN_ROWS = 8  # fewer rows say nothing about spread or correlation
 MIN_DISTINCT_SHARE = 0.1  # measurements: distinct values / rows (unless the range holds fewer)
+# ... and one value on more than this share of rows: a days supply of 30, 90, 28 or 60 (4 values in 50 rows,
+# 30 on 62 %) is how real fills cluster; every row 30 is not (an independent answerer's pharmacy, issue 19).
+MAX_TOP_SHARE = 0.8
 MIN_CORRELATION = 0.2  # a declared correlation must show at least this rank correlation, with its sign
 MAX_CATEGORY_SHARE = 0.5  # a field with more distinct values than this share of rows is no category
 _TRAILING_NUMBER = re.compile(r"(\d+)\D*$")
@@ -209,9 +212,9 @@ def _spread(rows: list[dict[str, Any]], schema: DataSchema, sop: SOPDocument | N
             span = int(f.maximum - f.minimum + 1) if f.type == "integer" and f.minimum is not None else len(plain)
             needed = min(max(2, math.ceil(MIN_DISTINCT_SHARE * len(plain))), span)
             distinct = len(set(plain))
-            if distinct >= needed:
-                continue
             value, top = Counter(plain).most_common(1)[0]
+            if distinct >= needed or top <= MAX_TOP_SHARE * len(plain):
+                continue
             reason = narrow_reason(f, values, rows, categories)
             line = f"{f.name}: {distinct} distinct value(s) in {len(plain)} rows, {value!r} in {top}"
             if reason:
