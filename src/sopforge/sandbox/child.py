@@ -8,13 +8,16 @@ Before any user code, the child checks from the inside that the boundary is real
 (uid, capabilities, ``no_new_privs``, seccomp, and every namespace different from the
 parent's, whose ids come with the payload) and refuses to go on if it is not.
 
-Protocol: one JSON payload on stdin; records on the *original* stdout, one per line, each
-``<nonce> <tag> <json>`` with tag H (hello: limits and the boundary as seen from inside),
-R (one finished group or call, streamed so a kill still leaves the completed prefix),
-V (guard violation), F (fatal: load error, memory limit, crash, no boundary) or E (end).
-Before user code runs, fd 1 is pointed at stderr, so ``print`` (and C-level writes) from user
-code land in stderr and cannot corrupt the stream. User code can still forge records (it
-shares the process): see ``guard.py`` for why that cannot turn a violation into a clean run.
+Protocol. Stdin is the parent's control pipe: an 8-byte length and the JSON payload, later one
+byte ``G`` (go) once the parent has checked the boundary from outside, and EOF once the parent
+has taken its last look at the child (peak memory, CPU time). Records go to the *original*
+stdout as frames (``channel.py``): a tag byte, a 4-byte length, a JSON body, with tag H (hello:
+limits and the boundary as seen from inside), R (one finished group or call, streamed so a kill
+still leaves the completed prefix), V (guard violation), F (fatal: load error, memory limit,
+crash, no boundary) or E (end). Before user code runs, fd 1 is pointed at stderr, so ``print``
+(and C-level writes) from user code land in stderr and cannot corrupt the stream. User code
+can still write frames (it shares the process); the parent therefore judges the run from what
+it observes itself and lets records only make a run worse (see ``outcome.py``).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import traceback
 
 EXIT_FATAL = 87
 _RESERVE_BYTES = 4 * 1024 * 1024
+_SIGPENDING = 64
 
 
 class LoadError(Exception):
@@ -38,16 +42,17 @@ class LoadError(Exception):
 
 
 class Emitter:
-    """Writes framed records to a private duplicate of the original stdout.
+    """Writes framed records (tag, 4-byte big-endian length, body) to a private duplicate of stdout.
 
     ``posix.write`` is bound at creation: user code replacing ``os.write`` later changes nothing.
     """
 
-    def __init__(self, fd: int, nonce: str):
-        self.fd, self.prefix, self._write = fd, nonce.encode("ascii"), posix.write
+    def __init__(self, fd: int):
+        self.fd, self._write = fd, posix.write
 
     def __call__(self, tag: str, body: str) -> None:
-        view = memoryview(b"%s %s %s\n" % (self.prefix, tag.encode("ascii"), body.encode("utf-8")))
+        data = body.encode("utf-8")
+        view = memoryview(tag.encode("ascii") + len(data).to_bytes(4, "big") + data)
         while view:
             view = view[self._write(self.fd, view):]
 
@@ -60,6 +65,11 @@ def apply_limits(limits: dict) -> dict:
         resource.RLIMIT_FSIZE: (limits["file_size_bytes"],) * 2,
         resource.RLIMIT_CORE: (0, 0),
         resource.RLIMIT_NOFILE: (limits["open_files"],) * 2,
+        # Per-user counters of the kernel (queued signals, POSIX message queues, locked memory):
+        # tool code needs none, and with them at zero it cannot run its user's dry.
+        resource.RLIMIT_SIGPENDING: (_SIGPENDING,) * 2,
+        resource.RLIMIT_MSGQUEUE: (0, 0),
+        resource.RLIMIT_MEMLOCK: (0, 0),
     }
     applied = {res: _set_limit(res, soft, hard) for res, (soft, hard) in wanted.items()}
     # An oversized write should raise OSError(EFBIG) in user code rather than kill us silently.
@@ -68,10 +78,10 @@ def apply_limits(limits: dict) -> dict:
 
 
 def limit_processes(limits: dict) -> None:
-    """RLIMIT_NPROC, applied *after* preloading: pyarrow (pulled in by pandas) starts a thread
-    at import, and threads count against this per-user limit. (The kernel does not enforce it
-    when the sandbox user maps to root outside; the seccomp filter stops new processes.)"""
-    _set_limit(resource.RLIMIT_NPROC, limits["max_processes"], limits["max_processes"])
+    """RLIMIT_NPROC (every process and thread of the sandbox's unprivileged uid), applied after
+    preloading; the parent chose the value (the task cap itself is the pids cgroup, where there
+    is one)."""
+    _set_limit(resource.RLIMIT_NPROC, limits["nproc"], limits["nproc"])
 
 
 def _set_limit(res: int, soft: int, hard: int) -> int:
@@ -285,10 +295,24 @@ def read_roots(payload: dict) -> list[str]:
 
 
 _NAMESPACES = ("user", "pid", "mnt", "net", "ipc", "uts")
+_CAPS = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")
+
+
+def _outside_uid(uid: int) -> int | None:
+    """The host uid this uid maps to, from /proc/self/uid_map."""
+    with open("/proc/self/uid_map", encoding="ascii") as handle:
+        for line in handle:
+            inside, outside, count = (int(v) for v in line.split())
+            if inside <= uid < inside + count:
+                return outside + uid - inside
+    return None
 
 
 def inspect_boundary(payload: dict) -> dict:
-    """What the OS boundary looks like from inside, and whether it is the one required."""
+    """What the OS boundary looks like from inside, and whether it is the one required.
+
+    The parent checks the same from outside before it lets user code run; this check is the
+    child's own refusal to go on unconfined."""
     status = {}
     with open("/proc/self/status", encoding="ascii", errors="replace") as handle:
         for line in handle:
@@ -301,19 +325,20 @@ def inspect_boundary(payload: dict) -> dict:
         except OSError:
             namespaces[name] = None
     parent = payload.get("parent_namespaces", {})
-    fresh = {name: bool(namespaces[name]) and namespaces[name] != parent.get(name) for name in _NAMESPACES}
+    fresh = {name: bool(namespaces[name]) and namespaces[name] != parent.get(name) for name in payload["fresh"]}
     seen = {
-        "uid": os.getuid(), "gid": os.getgid(), "euid": os.geteuid(),
-        "cap_eff": status.get("CapEff"), "cap_prm": status.get("CapPrm"), "cap_bnd": status.get("CapBnd"),
+        "uid": os.getuid(), "gid": os.getgid(), "euid": os.geteuid(), "groups": os.getgroups(),
+        "host_uid": _outside_uid(os.getuid()), **{cap: status.get(cap) for cap in _CAPS},
         "no_new_privs": status.get("NoNewPrivs") == "1", "seccomp": status.get("Seccomp") == "2",
         "fresh_namespaces": fresh, "pid": os.getpid(),
     }
     want_uid = payload.get("sandbox_uid")
     problems = []
-    if seen["uid"] != want_uid or seen["euid"] != want_uid:
-        problems.append(f"uid {seen['uid']}/{seen['euid']} is not {want_uid}")
-    problems += [f"{key} is {seen[key]}" for key in ("cap_eff", "cap_prm", "cap_bnd")
-                 if seen[key] is None or int(seen[key], 16) != 0]
+    if seen["uid"] != want_uid or seen["euid"] != want_uid or seen["gid"] != want_uid:
+        problems.append(f"uid/euid/gid {seen['uid']}/{seen['euid']}/{seen['gid']} is not {want_uid}")
+    if seen["host_uid"] in (None, 0):
+        problems.append(f"the host sees this process as uid {seen['host_uid']}")
+    problems += [f"{cap} is {seen[cap]}" for cap in _CAPS if seen[cap] is None or int(seen[cap], 16) != 0]
     problems += ["no_new_privs is not set"] if not seen["no_new_privs"] else []
     problems += [f"the {name} namespace is the parent's" for name, ok in fresh.items() if not ok]
     if payload.get("seccomp") and not seen["seccomp"]:
@@ -331,11 +356,32 @@ def load_guard():
     return module
 
 
+def _read_exact(fd: int, size: int) -> bytes:
+    chunks, left = [], size
+    while left:
+        chunk = posix.read(fd, min(left, 1 << 20))
+        if not chunk:
+            raise EOFError("the parent closed the control pipe")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _release(control: int) -> None:
+    """Wait until the parent closes the control pipe: it reads our peak memory meanwhile."""
+    try:
+        while posix.read(control, 4096):
+            pass
+    except OSError:
+        pass  # user code closed it: the parent keeps its last sample
+
+
 def main() -> None:
     _exit = posix._exit  # bound before user code, like everything the guard uses
-    payload = json.loads(sys.stdin.buffer.read())
+    control = os.dup(0)
+    payload = json.loads(_read_exact(control, int.from_bytes(_read_exact(control, 8), "big")))
     record_fd = os.dup(1)
-    emit = Emitter(record_fd, payload["nonce"])
+    emit = Emitter(record_fd)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     read_end, write_end = os.pipe()  # stdin: an empty pipe (there is no /dev in the sandbox)
@@ -355,8 +401,12 @@ def main() -> None:
         if guarded:
             guard = load_guard()
             guard.neutralize_fork_exec()
-            guard.install(read_roots=read_roots(payload), record_fd=record_fd, nonce=payload["nonce"])
+            if not payload["limits"].get("threads"):
+                guard.neutralize_threads()
+            guard.install(read_roots=read_roots(payload), record_fd=record_fd)
         emit("H", json.dumps({"limits": limits, "boundary": boundary, "audit_hook": guarded}))
+        if posix.read(control, 1) != b"G":  # the parent found the boundary short of what it requires
+            _exit(EXIT_FATAL)
         sys.path.append(payload["sandbox_dir"])  # siblings (import tools) resolve after the stdlib
         module = load_module(payload["sandbox_dir"], payload["entry"])
         op = op_call_tools if payload["op"] == "call_tools" else op_run_function
@@ -375,6 +425,7 @@ def main() -> None:
         emit("F", json.dumps({"kind": "crash", "message": f"{type(exc).__name__}: {exc}"[:2000]}))
         code = EXIT_FATAL
     sys.stderr.flush()
+    _release(control)
     _exit(code)  # skip interpreter teardown: user finalizers must not run after the report
 
 
