@@ -33,7 +33,6 @@ T = TypeVar("T")
 # Tasks of a sandbox before user code: bubblewrap outside, its init inside, the interpreter.
 BASE_TASKS = 3
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
-_PAGE = os.sysconf("SC_PAGE_SIZE")
 _counter = itertools.count()
 _NAMESPACES = ("user", "pid", "mnt", "net", "ipc", "uts")
 

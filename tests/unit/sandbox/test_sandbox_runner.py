@@ -451,3 +451,11 @@ def test_root_without_cap_sys_admin_drops_to_the_sandbox_uid_before_bubblewrap(t
     drop, ok, layers, result = json.loads(done.stdout.strip().splitlines()[-1])
     assert drop == "outside" and ok and result == {"credit_score": 742}, (result, layers)
     assert {"bubblewrap", "unprivileged_uid", "seccomp"} <= set(layers)
+
+
+def test_an_unknown_limit_is_refused_not_ignored():
+    # SandboxLimits(network_namespace="off") read as if it switched the network namespace off.
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="network_namespace"):
+        SandboxLimits(network_namespace="off")
