@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sopforge.families import EditSpec, ExportSpec, Family, FamilySummary, OptionsSpec, StageSpec, SummaryTable, TableView
+from sopforge.families.protocol import EditSpec, ExportSpec, Family, FamilySummary, OptionsSpec, StageSpec, SummaryTable, TableView
 from sopforge.families.maze import render
 from sopforge.families.maze.models.baselines import BaselineReport
 from sopforge.families.maze.models.instances import InstanceSet

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sopforge.families import ExportSpec, Family, FamilySummary, OptionsSpec, StageSpec, SummaryTable, TableView
+from sopforge.families.protocol import ExportSpec, Family, FamilySummary, OptionsSpec, StageSpec, SummaryTable, TableView
 from sopforge.families.probe import edits, render
 from sopforge.families.probe.export.samples import PAPER_TABLE_1
 from sopforge.families.probe.models.bottlenecks import BottleneckSet

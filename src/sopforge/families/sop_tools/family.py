@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sopforge.families import ExportSpec, Family, FamilySummary, OptionsSpec, StageSpec, SummaryTable, TableView
+from sopforge.families.protocol import ExportSpec, Family, FamilySummary, OptionsSpec, StageSpec, SummaryTable, TableView
 from sopforge.families.sop_tools import edits, render
 from sopforge.families.sop_tools.evaluation import EVALUATION
 from sopforge.families.sop_tools.export.tables import ArtifactRef
