@@ -51,6 +51,7 @@ def finished(proc: subprocess.Popen) -> tuple[int, dict, str]:
     return proc.returncode, json.loads(out) if proc.returncode == 0 else {}, err
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_two_generates_on_one_home_share_one_prefect_server_and_both_complete(home):
     first, second = sopforge(home, "generate", DEMO, "--json"), sopforge(home, "generate", DEMO, "--json")

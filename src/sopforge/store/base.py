@@ -19,7 +19,7 @@ from typing import Any, Self
 
 import duckdb
 
-from .connection import _process_lock, ensure_writable_location, open_connection
+from .connection import _process_lock, close_idle, ensure_writable_location, open_connection
 from .migrate import apply_migrations, is_current
 
 DEFAULT_LOCK_TIMEOUT = 30.0
@@ -195,6 +195,7 @@ def _flush_all() -> None:
 
 
 def release_connections() -> None:
-    """Write every queued call now: before this process reads the file another way (plain
-    ``duckdb.connect``), moves or deletes it."""
+    """Write every queued call now and close kept read connections: before this process reads the
+    file another way (plain ``duckdb.connect``), moves or deletes it."""
     _flush_all()
+    close_idle()
