@@ -247,9 +247,8 @@ def generate(
         "provider": provider, "model": model, "base_url": base_url, "temperature": temperature, "slug": slug,
         "rows": rows, "review": review, "families": family or None, "max_cost": max_cost, "batch": batch},
         add_gates=gate, remove_gates=no_gate)
-    from sopforge.store import Store, linger_reads
+    from sopforge.store import Store
 
-    linger_reads()  # stages read in bursts (a reused stage checks a dozen things): one connection per burst
     store = Store(settings.db_path)
     store.check_writable()
     store.mark_interrupted()  # runs whose process was killed stop looking 'running' in plain SQL too

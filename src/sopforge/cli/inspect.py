@@ -25,9 +25,8 @@ def existing_store(home: Path | None) -> tuple[Settings, Store]:
         UserError: There is no database yet.
     """
     from sopforge.settings import load_settings
-    from sopforge.store import Store, linger_reads
+    from sopforge.store import Store
 
-    linger_reads()  # a command's reads come in bursts: one connection per burst, not per read
     settings = load_settings(home=home)
     if not settings.db_path.exists():
         raise UserError(f"no sopforge database at {settings.db_path}: run `make demo` or `sopforge generate` first, or set SOPFORGE_HOME")

@@ -30,9 +30,18 @@ CALL = {"op": "call_tools", "groups": [[{"tool": "verifyPrescriberLicense", "inp
 MODES = ("full", "policy_off")
 
 
-def run(folder: Path, mode: str) -> SandboxResult:
-    return run_in_sandbox(folder, "tools.py", CALL, limits=LIMITS, skip_policy=mode != "full",
+def run(folder: Path, mode: str, snippet: Snippet | None = None) -> SandboxResult:
+    return run_in_sandbox(folder, "tools.py", CALL, limits=limits_for(snippet), skip_policy=mode != "full",
                           skip_guard=mode == "os_only")
+
+
+def limits_for(snippet: Snippet | None) -> SandboxLimits:
+    """A snippet that a timeout may stop gets 10 s; one that the CPU or memory limit must stop gets
+    long enough for it to do so on a loaded machine (4 CPU seconds can take 10 s of wall clock when
+    the suite runs on every core), so the wall clock never pre-empts the layer under test."""
+    if snippet is None or "timeout" in snippet.kinds:
+        return LIMITS
+    return LIMITS.model_copy(update={"wall_seconds": 60})
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -43,7 +52,7 @@ def test_each_snippet_is_stopped_and_reported(tmp_path: Path, scene: Scene, snip
     folder = hostile_folder(tmp_path, snippet, scene)
     tools_text = (folder / "tools.py").read_text()
     with HostWatch() as host:
-        result = run(folder, mode)
+        result = run(folder, mode, snippet)
     host.assert_untouched()
     seen = result.model_dump_json()
     assert not result.ok, f"reported as a clean run: {seen[:500]}"
