@@ -267,8 +267,8 @@ def execute_run(store: Store, settings: Settings, spec: ThemeSpec, config: dict[
     """
     from sopforge.errors import NeedsReview, UserError
     from sopforge.orchestration import executor
-    from sopforge.orchestration.flows import load_flow
-    from sopforge.orchestration.prefect_env import configure_prefect
+    from sopforge.orchestration.flows import import_engine, load_flow
+    from sopforge.orchestration.prefect_env import configure_prefect, ready_prefect
     from sopforge.orchestration.prefect_server import lease
     from sopforge.sandbox.boundary import ensure_available as ensure_sandbox
 
@@ -285,7 +285,9 @@ def execute_run(store: Store, settings: Settings, spec: ThemeSpec, config: dict[
     estimate = estimate_run(spec, settings, default_registry(settings), store)
     if estimate.billed or spec.max_cost is not None:
         err.print(estimate.line(spec.max_cost), markup=False, highlight=False)
-    flow = load_flow("generate_domain", settings)
+    flow = load_flow("generate_domain", settings)  # imports Prefect, while a server just started comes up
+    import_engine()
+    ready_prefect(settings)  # the only wait for it: everything above overlapped its start-up
     run_id = store.create_run(spec.theme, spec.slug, config)
     progress = _Progress(quiet=as_json, stages=len(spec.plan().stages), expected_calls=estimate.calls)
     executor.add_listener(progress)
