@@ -16,7 +16,7 @@ import urllib.request
 from pathlib import Path
 
 from sopforge.errors import SopforgeError
-from sopforge.orchestration.prefect_server import (known_server_url, shared_server_url, start_shared_server,
+from sopforge.orchestration.prefect_server import (hold_lease, shared_server_url, start_shared_server,
                                                       wait_for_shared_server)
 from sopforge.settings import Settings
 
@@ -76,7 +76,10 @@ def begin_prefect(settings: Settings) -> None:
     global _early_url
     if os.environ.get("PREFECT_API_URL") or running_ui_api_url(settings, timeout=0.3):
         return
-    url = known_server_url(settings.prefect_home) or start_shared_server(settings.prefect_home)
+    hold_lease(settings.prefect_home)  # before looking: a server about to stop for idleness stays up
+    # Only a server this call starts has a known future address; one already running is found (and
+    # checked) by configure_prefect, which takes no time when it answers.
+    url = start_shared_server(settings.prefect_home)
     if url is not None:
         _prefect_defaults(settings)
         os.environ["PREFECT_API_URL"] = _early_url = url

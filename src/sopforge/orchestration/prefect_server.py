@@ -18,6 +18,7 @@ never outlives its usefulness for long. ``sopforge ui`` shows this server's UI w
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import json
@@ -33,7 +34,7 @@ from pathlib import Path
 
 from sopforge.errors import SopforgeError
 
-__all__ = ["SERVER_STATE_FILE", "healthy", "known_server_url", "lease", "shared_server_url", "start_shared_server",
+__all__ = ["SERVER_STATE_FILE", "healthy", "hold_lease", "lease", "shared_server_url", "start_shared_server",
            "stop_process", "wait_for_shared_server"]
 
 SERVER_STATE_FILE = "server.json"
@@ -123,14 +124,6 @@ def start_shared_server(prefect_home: Path) -> str | None:
     return _api_url(port)
 
 
-def known_server_url(prefect_home: Path) -> str | None:
-    """API URL of this home's server when its process runs, without waiting for it to answer."""
-    state = _state(prefect_home)
-    if state and isinstance(state.get("api_url"), str) and _server_alive(prefect_home):
-        return state["api_url"]
-    return None
-
-
 def _api_url(port: int) -> str:
     return f"http://127.0.0.1:{port}/api"
 
@@ -165,6 +158,17 @@ def _starting(prefect_home: Path) -> bool:
             return True
         fcntl.flock(handle, fcntl.LOCK_UN)
         return False
+
+
+def hold_lease(prefect_home: Path) -> None:
+    """Keep the background server alive until this process exits (see :func:`lease`): taken as soon
+    as a command decides to use the server, so it cannot stop for idleness while the command is
+    still starting up (seconds on a loaded machine) and vanish under the flow run."""
+    clients = prefect_home / "clients"
+    clients.mkdir(parents=True, exist_ok=True)
+    mine = clients / str(os.getpid())
+    mine.touch()
+    atexit.register(mine.unlink, missing_ok=True)
 
 
 @contextlib.contextmanager
