@@ -33,6 +33,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from sopforge.errors import SopforgeError
+from sopforge.orchestration.prefect_template import save_template, seed_database
 
 __all__ = ["SERVER_STATE_FILE", "healthy", "hold_lease", "lease", "shared_server_url", "start_shared_server",
            "stop_process", "wait_for_shared_server"]
@@ -213,6 +214,7 @@ def serve(prefect_home: Path, idle_seconds: float, port: int | None = None) -> i
            "PREFECT_UI_URL": f"http://127.0.0.1:{port}", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
            "DO_NOT_TRACK": "1"}
     env.pop("PREFECT_API_URL", None)
+    new_database = not seed_database(prefect_home) and not (prefect_home / "prefect.db").exists()
     proc = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
                              "--port", str(port)], env=env, stdin=subprocess.DEVNULL)
     state = prefect_home / SERVER_STATE_FILE
@@ -233,6 +235,8 @@ def serve(prefect_home: Path, idle_seconds: float, port: int | None = None) -> i
         if lock_fd >= 0:
             os.close(lock_fd)  # healthy: waiting commands may go on
             lock_fd = -1
+        if new_database:
+            save_template(prefect_home)  # the next new home's server skips the migrations
         last_client = time.monotonic()
         while proc.poll() is None and prefect_home.is_dir():  # a deleted home needs no server
             time.sleep(2)
