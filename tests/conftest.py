@@ -22,16 +22,22 @@ import pytest
 
 # Relative cost of the slowest modules (measured with --durations); unknown slow modules weigh 1.
 # Only the order depends on it: a wrong weight makes the suite a little longer, never wrong.
-WEIGHTS = {
+WEIGHTS = {  # ~ seconds per test / 15, from --durations of a serial run (test_local_topology: its group)
     "test_local_topology.py": 12,
-    "test_shared_prefect_server.py": 6,
-    "test_readme.py": 5,
-    "test_review_gates.py": 5,
-    "test_generate.py": 5,
-    "test_browser_review.py": 4,
-    "test_demo_output.py": 3,
+    "test_shared_prefect_server.py": 10,
+    "test_review_gates.py": 7,
+    "test_readme.py": 7,
+    "test_browser_review.py": 6,
+    "test_demo_output.py": 6,  # the demo group: the shared demo is generated first
+    "test_rerun.py": 5,
+    "test_batch_resume.py": 4,
+    "test_probe.py": 4,
+    "test_generate.py": 3,
     "test_housekeeping.py": 3,
-    "test_probe.py": 3,
+    "test_killed_runs.py": 3,
+    "test_concurrency.py": 2,
+    "test_leading_zeros.py": 2,
+    "test_hardening.py": 2,
     "test_maze.py": 2,
 }
 
