@@ -453,4 +453,42 @@ os.write(_fd, _frame(b"R", b'{"i": 0, "calls": ' + b"[" * 200000 + b"]" * 200000
 os.write(_fd, _frame(b"E", b'{"completed": 1}'))
 os._exit(0)
 ''', kinds=("bad_output",), os_kinds=("bad_output",)),
+    # Issue 20, item 5: the policy and the hook talked round in one line each; with them the audit
+    # printed PASSED for folders that ran 3,000 threads and exhausted root's inotify instances.
+    Snippet("exec_rebound_then_shell", "i20.5 policy one-liners", '''
+exec = exec
+exec("import os\\nos.system('touch {MARKER}')")
+''', static="binding the name 'exec'"),
+    Snippet("open_default_argument_reads_parent_environ", "i20.5 policy one-liners", '''
+def _leak(open=open):
+    return open("/proc/1/environ", "rb").read()
+print(_leak())
+''', static="binding the name 'open'", kinds=("policy_violation", "load_error")),
+    Snippet("match_self_reaches_builtins", "i20.5 policy one-liners", '''
+match print:
+    case object(__self__=_b):
+        _b.exec("import os\\nos.system('touch {MARKER}')")
+''', static="class pattern reading '__self__'"),
+    Snippet("methodcaller_as_a_value", "i20.5 policy one-liners", '''
+import operator
+_m = operator.methodcaller
+_b = _m("_" + "_getattribute__", "_" + "_self__")(print)
+_b.exec("import os\\nos.system('touch {MARKER}')")
+''', static="'operator.methodcaller' used as a value"),
+    Snippet("format_string_built_by_concatenation", "i20.5 policy one-liners", '''
+def _f():
+    pass
+_globals = ("{0._" + "_globals__}").format(_f)
+import os
+os.system("touch {MARKER}")
+''', static="a format field reading '__globals__'"),
+    Snippet("exec_rebound_thread_flood", "i20.5 policy one-liners", '''
+exec = exec
+exec("import threading, time\\nfor _ in range(3000):\\n    threading.Thread(target=time.sleep, args=(30,)).start()")
+''', static="binding the name 'exec'", os_kinds=VIOLATION, cgroup=True),
+    Snippet("match_inotify_flood", "i20.5 policy one-liners", '''
+match print:
+    case object(__self__=_b):
+        _b.exec("import ctypes\\n_l = ctypes.CDLL(None)\\n_fds = [_l.inotify_init1(0) for _ in range(200)]")
+''', static="class pattern reading '__self__'", os_kinds=VIOLATION),
 ]

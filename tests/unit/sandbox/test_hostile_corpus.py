@@ -89,7 +89,8 @@ def test_the_os_boundary_alone_contains_each_snippet(tmp_path: Path, scene: Scen
 def test_the_corpus_covers_every_class_of_the_issue():
     classes = {s.cls.split(" ")[0] for s in SNIPPETS}
     assert {"1", "2", "3", "4", "sockets", "subprocess", "fork", "ctypes", "threads", "signals", "writes", "huge",
-            "loops", "memory", "recursion", "pickle", "importlib", "sys.modules"} <= classes
+            "loops", "memory", "recursion", "pickle", "importlib", "sys.modules",
+            "i20.1", "i20.2", "i20.3", "i20.4", "i20.5"} <= classes  # issue 20's five items
     assert len(SNIPPETS) >= 40 and len({s.id for s in SNIPPETS}) == len(SNIPPETS)
 
 
