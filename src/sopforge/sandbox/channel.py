@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Callable
 
-__all__ = ["HEADER_BYTES", "MAX_DEPTH", "TAGS", "FrameReader", "Malformed", "frame", "parse_body"]
+__all__ = ["HEADER_BYTES", "MAX_DEPTH", "TAGS", "FrameReader", "Malformed", "frame", "nests_deeper", "parse_body"]
 
 TAGS = frozenset("HRVFE")
 HEADER_BYTES = 5
@@ -46,7 +46,8 @@ def _values(body: bytes) -> int:
     return 1 + bare.count(b",") + bare.count(b":") + bare.count(b"[") + bare.count(b"{")
 
 
-def _too_deep(value: Any, limit: int) -> bool:
+def nests_deeper(value: Any, limit: int) -> bool:
+    """Whether parsed JSON holds lists or dicts nested more than ``limit`` levels (iteratively)."""
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
@@ -68,7 +69,7 @@ def parse_body(body: bytes, *, max_values: int, max_depth: int = MAX_DEPTH) -> t
         return Malformed(f"the record nests deeper than {max_depth} levels"), values
     except (ValueError, MemoryError) as err:  # UnicodeDecodeError is a ValueError
         return Malformed(f"the record is not JSON: {str(err)[:120]}"), values
-    if _too_deep(data, max_depth):
+    if nests_deeper(data, max_depth):
         return Malformed(f"the record nests deeper than {max_depth} levels"), values
     return data, values
 
