@@ -107,7 +107,7 @@ def _exit_signal(report: ChildReport) -> int | None:
     return None
 
 
-def _failure(report: ChildReport, parsed: _Parsed, limits: SandboxLimits, expected: int) -> tuple[str | None, str]:
+def _failure(report: ChildReport, parsed: _Parsed, limits: SandboxLimits, expected: int | None) -> tuple[str | None, str]:
     code = report.exit_code if report.exit_code is not None else -1
     sig = _exit_signal(report)
     cpu = report.cpu_seconds or 0.0  # bwrap does not pass the child's CPU time up: mostly 0
@@ -151,6 +151,8 @@ def _failure(report: ChildReport, parsed: _Parsed, limits: SandboxLimits, expect
         return "bad_output", parsed.problem
     if report.observed is None:
         return "bad_output", "child finished without the parent confirming its sandbox boundary"
+    if expected is None:  # the tools' process serves calls until the function's closes the channel
+        return (None, "") if parsed.end is not None else ("bad_output", "the tools process ended without a report")
     if parsed.end is None or parsed.end.get("completed") != expected or len(parsed.results) != expected:
         return "bad_output", f"child finished {len(parsed.results)} of {expected} without a complete report"
     return None, ""
@@ -193,7 +195,7 @@ def unavailable_reason(report: ChildReport) -> str | None:
     return f"the sandbox could not be set up: {lines[-1].strip()[:200]}" if lines else None
 
 
-def classify(report: ChildReport, *, op: str, expected: int, limits: SandboxLimits) -> SandboxResult:
+def classify(report: ChildReport, *, op: str, expected: int | None, limits: SandboxLimits) -> SandboxResult:
     """Decide the outcome of a run; the first matching rule in ``_failure`` wins."""
     parsed = _parse(report.records, op)
     kind, message = _failure(report, parsed, limits, expected)

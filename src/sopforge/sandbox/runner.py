@@ -21,7 +21,6 @@ streaming one framed record per group, so thousands of rows cost one interpreter
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -32,17 +31,16 @@ from typing import Any, get_args
 from sopforge.errors import UserError
 from sopforge.checks import CheckResult, check
 from sopforge.sandbox import boundary
-from sopforge.sandbox.accounting import TaskGroup
+from sopforge.sandbox.launch import run_processes
 from sopforge.sandbox.models import Layer, SandboxLimits, SandboxResult
-from sopforge.sandbox.outcome import classify, unavailable_reason
 from sopforge.sandbox.policy import DEFAULT_ALLOWED, check_code, imported_modules
 from sopforge.sandbox.staging import StagedFolder, stage_folder
-from sopforge.sandbox.supervise import Expectation, supervise
 
-__all__ = ["CHILD_SCRIPT", "GUARD_SCRIPT", "child_command", "run_in_sandbox"]
+__all__ = ["CALLS_SCRIPT", "CHILD_SCRIPT", "GUARD_SCRIPT", "child_command", "run_in_sandbox"]
 
 CHILD_SCRIPT = Path(__file__).with_name("child.py")
 GUARD_SCRIPT = Path(__file__).with_name("guard.py")
+CALLS_SCRIPT = Path(__file__).with_name("calls.py")
 _OPS = {"call_tools": "groups", "run_function": "calls"}
 _LAYER_ORDER = list(get_args(Layer))
 _PRELOAD = ("pandas", "numpy")  # heavy trusted libraries imported before the audit hook
@@ -55,19 +53,6 @@ _SAFE_ENV = {
     "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
     "NUMEXPR_MAX_THREADS": "1", "MALLOC_ARENA_MAX": "2",
 }
-_NAMESPACES = ("user", "pid", "mnt", "net", "ipc", "uts")
-_NPROC_BACKSTOP = 1024  # tasks of the sandbox uid, all sandboxes together, where a cgroup caps each
-
-
-def own_namespaces() -> dict[str, str | None]:
-    """This process's namespace ids, which the child must find different from its own."""
-    out: dict[str, str | None] = {}
-    for name in _NAMESPACES:
-        try:
-            out[name] = os.readlink(f"/proc/self/ns/{name}")
-        except OSError:
-            out[name] = None
-    return out
 
 
 def child_command(folder: Path, seccomp_fd: int | None, info_fd: int | None = None) -> list[str]:
@@ -77,7 +62,8 @@ def child_command(folder: Path, seccomp_fd: int | None, info_fd: int | None = No
     # against; -s skips user site-packages, -P keeps the script's folder off sys.path,
     # -B stops bytecode writes (which the guard would report as a violation).
     argv = [sys.executable, "-s", "-P", "-B", f"{boundary.RUNTIME}/{CHILD_SCRIPT.name}"]
-    return boundary.bwrap_command(folder=folder, runtime_files=[CHILD_SCRIPT, GUARD_SCRIPT], env=dict(_SAFE_ENV),
+    return boundary.bwrap_command(folder=folder, runtime_files=[CHILD_SCRIPT, GUARD_SCRIPT, CALLS_SCRIPT],
+                                  env=dict(_SAFE_ENV),
                                   argv=argv, seccomp_fd=seccomp_fd, info_fd=info_fd)
 
 
@@ -212,36 +198,12 @@ def run_in_sandbox(folder: Path, entry: str, payload: dict[str, Any], *, limits:
                                 for p in work.rglob("*.py")))
         preload = [m for m in _PRELOAD if any(i == m or i.startswith(m + ".") for i in imports)]
         program = boundary.seccomp_program()
-        who = boundary.identity()
-        namespaces = own_namespaces()
-        group = TaskGroup.create()
-        # With a cgroup, it caps the sandbox's tasks (and counts refusals); RLIMIT_NPROC is then
-        # only a backstop for the shared sandbox uid. Without one, RLIMIT_NPROC is the cap.
-        nproc = _NPROC_BACKSTOP if group is not None else limits.max_processes
-        child_payload = {**payload, "entry": entry, "sandbox_dir": boundary.FOLDER,
-                         "preload": preload, "max_result_bytes": limits.max_result_bytes,
-                         "sandbox_uid": who.uid, "parent_namespaces": namespaces,
-                         "fresh": list(Expectation.fresh_namespaces(who)),
-                         "seccomp": program is not None, "guard": not skip_guard,
-                         "limits": {**limits.model_dump(include={"cpu_seconds", "memory_bytes", "file_size_bytes",
-                                                                 "open_files"}),
-                                    "nproc": nproc, "threads": limits.max_processes > 0}}
-        expect = Expectation(parent_namespaces=namespaces, seccomp=program is not None)
-        report = supervise(work, program, json.dumps(child_payload).encode(), limits, expect, group,
-                           command=lambda seccomp_fd, info_fd: child_command(work, seccomp_fd, info_fd))
+        child_payload = {**payload, "entry": entry, "sandbox_dir": boundary.FOLDER, "preload": preload,
+                         "max_result_bytes": limits.max_result_bytes}
+        result = run_processes(work, child_payload, limits, expected=len(payload[_OPS[payload["op"]]]),
+                               program=program, guard=not skip_guard, command=child_command)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    reason = unavailable_reason(report)
-    if reason:
-        raise boundary.SandboxUnavailable(f"the sandbox for untrusted code could not be set up: {reason}; "
-                                          "nothing was run")
-    try:
-        result = classify(report, op=payload["op"], expected=len(payload[_OPS[payload["op"]]]), limits=limits)
-    except Exception as err:  # noqa: BLE001 - the child's records are hostile input: a verdict, never a traceback
-        result = SandboxResult(ok=False, op=payload["op"], error_kind="bad_output",
-                               error_message=f"the child's report could not be read: {type(err).__name__}: "
-                                             f"{str(err)[:200]}", exit_code=report.exit_code,
-                               wall_seconds=round(report.wall_seconds, 3))
     layers = {"staging", *result.layers} | (set() if skip_policy else {"ast_policy"})
     result.layers = sorted(layers, key=_LAYER_ORDER.index)
     result.checks = checks

@@ -147,7 +147,8 @@ def _read_info(fd: int) -> int | None:
 
 
 def supervise(work: Path, program: bytes | None, payload: bytes, limits: SandboxLimits, expect: Expectation,
-              group: TaskGroup | None, *, command: Callable[[int | None, int], list[str]]) -> ChildReport:
+              group: TaskGroup | None, *, command: Callable[[int | None, int], list[str]],
+              channel_fds: tuple[int, ...] = ()) -> ChildReport:
     """Run one child on ``work`` with ``payload``.
 
     Args:
@@ -158,6 +159,7 @@ def supervise(work: Path, program: bytes | None, payload: bytes, limits: Sandbox
         expect: what the child must look like from outside before user code runs.
         group: the run's pids cgroup, or None; it is closed here.
         command: ``command(seccomp_fd, info_fd)`` gives the bwrap argv.
+        channel_fds: pipe ends for the child alone (the tools channel); closed here once it has them.
     """
     report = ChildReport()
     report.cgroup = group is not None
@@ -168,7 +170,7 @@ def supervise(work: Path, program: bytes | None, payload: bytes, limits: Sandbox
         seccomp_fd, write_end = os.pipe()
         os.write(write_end, program)
         os.close(write_end)
-    passed = (info_w,) if seccomp_fd is None else (info_w, seccomp_fd)
+    passed = (info_w, *channel_fds) if seccomp_fd is None else (info_w, seccomp_fd, *channel_fds)
     cmd = command(seccomp_fd, info_w)
 
     def start() -> subprocess.Popen:
@@ -181,12 +183,13 @@ def supervise(work: Path, program: bytes | None, payload: bytes, limits: Sandbox
     try:
         proc = group.spawn(start) if group is not None else start()
     except BaseException:
-        for fd in (info_r, info_w, control_r, control_w, *((seccomp_fd,) if seccomp_fd is not None else ())):
+        for fd in (info_r, info_w, control_r, control_w, *channel_fds,
+                   *((seccomp_fd,) if seccomp_fd is not None else ())):
             os.close(fd)
         if group is not None:
             group.close()
         raise
-    for fd in (info_w, control_r, *((seccomp_fd,) if seccomp_fd is not None else ())):
+    for fd in (info_w, control_r, *channel_fds, *((seccomp_fd,) if seccomp_fd is not None else ())):
         os.close(fd)
     control = _Control(control_w)
     watch = _Watch(report, control, info_r, group, limits, expect)
