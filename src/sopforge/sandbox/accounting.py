@@ -21,19 +21,20 @@ from __future__ import annotations
 
 import itertools
 import os
+import queue
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-__all__ = ["BASE_TASKS", "Observed", "TaskGroup", "find_child", "observe", "usage"]
+__all__ = ["BASE_TASKS", "Observed", "TaskGroup", "observe", "usage"]
 
 T = TypeVar("T")
-# Tasks of a sandbox before user code: bubblewrap outside, its init inside, the interpreter.
-BASE_TASKS = 3
+# Tasks of a sandbox before user code: bubblewrap outside, the interpreter inside (--as-pid-1).
+BASE_TASKS = 2
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 _counter = itertools.count()
+_MAX_GROUPS = 64  # per process; beyond, a group is reused before its last run's charge is gone
 _NAMESPACES = ("user", "pid", "mnt", "net", "ipc", "uts")
 
 
@@ -69,67 +70,167 @@ def _write(path: str, text: str) -> None:
         handle.write(text)
 
 
-class TaskGroup:
-    """One ``pids`` cgroup holding exactly one sandbox's processes and threads."""
+def _read_int(path: str, key: str | None = None) -> int:
+    try:
+        with open(path, encoding="ascii") as handle:
+            for line in handle:
+                name, _, value = line.strip().partition(" ")
+                if key is None:
+                    return int(name)
+                if name == key:
+                    return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0
 
-    def __init__(self, path: str, home: str):
-        self.path, self.home = path, home
 
-    @classmethod
-    def create(cls) -> TaskGroup | None:
-        """A new group under this process's own, or None where the host offers none to us."""
-        if os.geteuid() != 0:
-            return None
-        mount = _pids_mount()
-        home = _own_group(mount) if mount else None
-        if not home or not os.path.isfile(os.path.join(home, "tasks")):
-            return None
-        path = os.path.join(home, f"sopforge-sandbox-{os.getpid()}-{next(_counter)}")
+class _Spawner(threading.Thread):
+    """A thread that lives in one pids cgroup and forks sandboxes from there.
+
+    Moving a thread between cgroups takes the kernel's cgroup-wide thread-group lock, which on a
+    busy machine waits for every fork in progress (milliseconds each time); a thread that joins
+    its group once and forks every sandbox from inside it never moves again.
+    """
+
+    def __init__(self, path: str):
+        super().__init__(name=f"sopforge-sandbox-spawner-{os.path.basename(path)}", daemon=True)
+        self.path = path
+        self.jobs: queue.Queue = queue.Queue()
+        self.joined = threading.Event()
+        self.failed: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            _write(os.path.join(self.path, "tasks"), str(threading.get_native_id()))
+        except OSError as err:
+            self.failed = err
+            return
+        finally:
+            self.joined.set()
+        while True:
+            job, reply = self.jobs.get()
+            try:
+                reply.put((job(), None))
+            except BaseException as err:  # noqa: BLE001 - handed to the caller's thread
+                reply.put((None, err))
+
+    def call(self, job: Callable[[], T]) -> T:
+        reply: queue.Queue = queue.Queue(maxsize=1)
+        self.jobs.put((job, reply))
+        value, err = reply.get()
+        if err is not None:
+            raise err
+        return value
+
+
+class _Pool:
+    """This process's spawners, one per sandbox running at once, reused run after run."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.free: list[_Spawner] = []
+        self.made = 0
+        self.home: str | None = None
+        self.ready = False
+
+    def setup(self) -> str | None:
+        """Where this process may create its groups (once), after clearing those of dead processes."""
+        if not self.ready:
+            self.ready = True
+            mount = _pids_mount()
+            home = _own_group(mount) if mount else None
+            if home and os.path.isfile(os.path.join(home, "tasks")) and os.access(home, os.W_OK):
+                self.home = home
+                _remove_stale(home)
+        return self.home
+
+    def acquire(self) -> _Spawner | None:
+        with self.lock:
+            if os.geteuid() != 0 or self.setup() is None:
+                return None
+            # A group still charged for its last run's bubblewrap init (a zombie until the
+            # host's pid 1 reaps it) would start the next run with a looser cap: prefer one that
+            # holds its spawner alone, and make a new group while the pool is small.
+            drained = [s for s in self.free if _read_int(os.path.join(s.path, "pids.current")) == 1]
+            if drained:
+                self.free.remove(drained[0])
+                return drained[0]
+            if self.free and self.made >= _MAX_GROUPS:
+                return self.free.pop(0)
+            self.made += 1
+            path = os.path.join(self.home, f"sopforge-sandbox-{os.getpid()}-{next(_counter)}")
         try:
             os.mkdir(path, 0o700)
-            _write(os.path.join(path, "pids.max"), str(BASE_TASKS + 1))  # + the spawning thread
         except OSError:
             return None
-        return cls(path, home)
+        spawner = _Spawner(path)
+        spawner.start()
+        spawner.joined.wait()
+        return spawner if spawner.failed is None else None
+
+    def release(self, spawner: _Spawner) -> None:
+        with self.lock:
+            self.free.append(spawner)
+
+
+def _remove_stale(home: str) -> None:
+    """Remove the (empty) groups left by sopforge processes that have exited."""
+    try:
+        names = os.listdir(home)
+    except OSError:
+        return
+    for name in names:
+        parts = name.split("-")
+        if len(parts) == 4 and name.startswith("sopforge-sandbox-") and parts[2].isdigit():
+            if not os.path.exists(f"/proc/{parts[2]}"):
+                try:
+                    os.rmdir(os.path.join(home, name))
+                except OSError:
+                    pass
+
+
+_pool = _Pool()
+
+
+class TaskGroup:
+    """The pids cgroup of one sandbox run: its spawner thread and the sandbox's tasks, nothing else."""
+
+    def __init__(self, spawner: _Spawner):
+        self.spawner, self.path = spawner, spawner.path
+        self.refused_before = _read_int(os.path.join(self.path, "pids.events"), "max")
+        # Besides its spawner, the group may still be charged for earlier runs' exited tasks.
+        self.leftover = max(0, _read_int(os.path.join(self.path, "pids.current")) - 1)
+
+    @classmethod
+    def create(cls, max_processes: int = 0) -> TaskGroup | None:
+        """A group capped at the sandbox's own tasks plus ``max_processes``, or None where the host
+        offers none to this process (not root, no cgroup v1 ``pids`` controller)."""
+        spawner = _pool.acquire()
+        if spawner is None:
+            return None
+        group = cls(spawner)
+        try:
+            group.cap(BASE_TASKS + max_processes)
+        except OSError:
+            _pool.release(spawner)
+            return None
+        return group
 
     def spawn(self, start: Callable[[], T]) -> T:
-        """Run ``start`` (which forks the sandbox) from inside the group, then leave it."""
-        tid = str(threading.get_native_id())
-        _write(os.path.join(self.path, "tasks"), tid)
-        try:
-            return start()
-        finally:
-            _write(os.path.join(self.home, "tasks"), tid)
+        """Run ``start`` (which forks the sandbox) on the group's spawner thread, inside the group."""
+        return self.spawner.call(start)
 
     def cap(self, tasks: int) -> None:
-        """Set ``pids.max``; tasks beyond it are refused by the kernel and counted."""
-        _write(os.path.join(self.path, "pids.max"), str(tasks))
+        """Allow ``tasks`` tasks of the sandbox (besides the spawner thread and any leftover charge)."""
+        _write(os.path.join(self.path, "pids.max"), str(tasks + 1 + self.leftover))
 
     def refused(self) -> int:
-        """How many times a fork or clone was refused for exceeding the cap."""
-        try:
-            with open(os.path.join(self.path, "pids.events"), encoding="ascii") as handle:
-                for line in handle:
-                    key, _, value = line.partition(" ")
-                    if key == "max":
-                        return int(value)
-        except (OSError, ValueError):
-            pass
-        return 0
+        """How many times a fork or clone of this run was refused for exceeding the cap."""
+        return _read_int(os.path.join(self.path, "pids.events"), "max") - self.refused_before
 
-    def close(self, timeout: float = 2.0) -> None:
-        """Remove the group once its tasks are gone (they are killed with the sandbox)."""
-        end = time.monotonic() + timeout
-        while True:
-            try:
-                os.rmdir(self.path)
-                return
-            except FileNotFoundError:
-                return
-            except OSError:
-                if time.monotonic() >= end:
-                    return  # left behind empty-to-be; harmless, and named after this process
-                time.sleep(0.02)
+    def close(self) -> None:
+        """Give the group back for a later run."""
+        _pool.release(self.spawner)
 
 
 @dataclass
@@ -205,24 +306,3 @@ def usage(pid: int) -> tuple[int, float] | None:
     except (OSError, ValueError, IndexError):
         return None
     return (hwm, cpu) if hwm is not None else None
-
-
-def find_child(init_pid: int) -> int | None:
-    """The host pid of the process bubblewrap's init started (the interpreter), or None yet."""
-    candidates = itertools.chain(range(init_pid + 1, init_pid + 8), _all_pids())
-    for pid in candidates:
-        try:
-            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if len(fields) > 1 and fields[1] == str(init_pid):
-            return pid
-    return None
-
-
-def _all_pids():
-    try:
-        return (int(name) for name in os.listdir("/proc") if name.isdigit())
-    except OSError:
-        return iter(())

@@ -204,7 +204,7 @@ def bwrap_command(*, folder: Path, runtime_files: list[Path], env: dict[str, str
         argv: the command to run inside, e.g. ``[sys.executable, "-s", ..., RUNTIME + "/child.py"]``;
             under root it runs through ``setpriv`` as :data:`HOST_ID`.
         seccomp_fd: a readable fd holding the filter program, or None for no filter.
-        info_fd: a writable fd where bwrap writes, as JSON, the host pid of the sandbox's init.
+        info_fd: a writable fd where bwrap writes, as JSON, the host pid of the sandboxed process.
     """
     who = identity()
     setpriv = [SETPRIV_PATH, f"--reuid={HOST_ID}", f"--regid={HOST_ID}", "--clear-groups",
@@ -223,7 +223,11 @@ def bwrap_command(*, folder: Path, runtime_files: list[Path], env: dict[str, str
                "--unshare-cgroup-try", "--cap-drop", "ALL",
                "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
         drop = setpriv
-    cmd += ["--hostname", "sandbox", "--die-with-parent", "--new-session", "--clearenv"]
+    # --as-pid-1: the sandboxed process is the namespace's init and bwrap's own child, so bwrap
+    # reaps it; with bwrap's init in between, that init was left to the host's pid 1 as a zombie
+    # still charged to the run's pids cgroup. (As init, it ignores signals it has no handler for
+    # unless the kernel forces them: SIGKILL, SIGSYS and SIGSEGV are.)
+    cmd += ["--as-pid-1", "--hostname", "sandbox", "--die-with-parent", "--new-session", "--clearenv"]
     for key, value in env.items():
         cmd += ["--setenv", key, value]
     if info_fd is not None:

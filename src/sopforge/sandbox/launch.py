@@ -45,7 +45,7 @@ def _launch(work: Path, payload: dict[str, Any], limits: SandboxLimits, *, progr
             command: Command, channel_fds: tuple[int, ...] = ()) -> ChildReport:
     who = boundary.identity()
     namespaces = own_namespaces()
-    group = TaskGroup.create()
+    group = TaskGroup.create(limits.max_processes)
     # With a cgroup, it caps the sandbox's tasks (and counts refusals); RLIMIT_NPROC is then
     # only a backstop for the shared sandbox uid. Without one, RLIMIT_NPROC is the cap.
     nproc = _NPROC_BACKSTOP if group is not None else limits.max_processes

@@ -52,6 +52,9 @@ _SAFE_ENV = {
     # would need RLIMIT_NPROC headroom; two malloc arenas keep the address space small too.
     "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
     "NUMEXPR_MAX_THREADS": "1", "MALLOC_ARENA_MAX": "2",
+    # pyarrow's jemalloc (pulled in by pandas) starts a background thread at import, which the
+    # run's task cap (max_processes, default 0) would refuse and count as a violation.
+    "JE_ARROW_MALLOC_CONF": "background_thread:false",
 }
 
 

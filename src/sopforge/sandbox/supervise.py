@@ -3,19 +3,18 @@
 The sequence, with the child's side in ``child.py``:
 
 1. bubblewrap is forked from inside the run's pids cgroup (``accounting.TaskGroup``, where the
-   host offers one) and sends the host pid of its init through ``--info-fd``;
+   host offers one) and sends the host pid of the sandboxed process through ``--info-fd``;
 2. the parent writes the payload to the control pipe (the child's stdin);
 3. the child sets up its limits, preloads pandas, installs the audit hook and writes its hello
    frame. Before any user code runs, the parent reads the child's credentials, capabilities,
    seccomp mode, namespaces and limits from ``/proc`` (:func:`accounting.observe`); only if
-   they are what the boundary requires does it lower the task cap to the sandbox's own tasks
-   plus ``max_processes`` and send ``G``. Otherwise it closes the pipe and the child exits
-   without loading anything;
+   they are what the boundary requires does it send ``G``. Otherwise it closes the pipe and the
+   child exits without loading anything;
 4. records stream in through :class:`channel.FrameReader`; the parent samples the child's peak
    memory and CPU time meanwhile, and once more when the end (or fatal) frame arrives, while
    the child waits for the control pipe to close;
 5. the whole process group is killed (even after a normal exit), the leader reaped, the
-   cgroup's refusal count read and the cgroup removed.
+   cgroup's refusal count read and the cgroup given back for a later run.
 """
 
 from __future__ import annotations
@@ -32,7 +31,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from sopforge.sandbox import boundary
-from sopforge.sandbox.accounting import BASE_TASKS, TaskGroup, find_child, observe, usage
+from sopforge.sandbox.accounting import TaskGroup, observe, usage
 from sopforge.sandbox.channel import FrameReader
 from sopforge.sandbox.models import SandboxLimits
 from sopforge.sandbox.outcome import ChildReport
@@ -92,6 +91,7 @@ class _Watch:
         self.report, self.control, self.info_fd, self.group = report, control, info_fd, group
         self.limits, self.expect = limits, expect
         self.child: int | None = None
+        self.child_fd: int | None = None
         self.greeted = self.ended = False
         self.wake_r, self.wake_w = os.pipe()
 
@@ -118,8 +118,12 @@ class _Watch:
 
     def greet(self) -> None:
         """Confirm the boundary from outside; only then let user code run."""
-        init = _read_info(self.info_fd)
-        self.child = find_child(init) if init is not None else None
+        self.child = _read_info(self.info_fd)  # bwrap runs the sandboxed process as its direct child
+        if self.child is not None:
+            try:
+                self.child_fd = os.pidfd_open(self.child)  # alive: it is waiting for our answer
+            except OSError:
+                self.child = None
         seen = observe(self.child) if self.child is not None else None
         problems = ["the sandboxed process could not be found from outside"] if seen is None else seen.problems(
             host_uid=self.expect.host_uid, parent_ns=self.expect.parent_namespaces, fresh=self.expect.fresh,
@@ -129,14 +133,12 @@ class _Watch:
             self.control.close()
             return
         self.report.observed = seen
-        if self.group is not None:
-            self.group.cap(BASE_TASKS + self.limits.max_processes)
         self.sample()
         self.control.send(b"G")
 
 
 def _read_info(fd: int) -> int | None:
-    """bubblewrap's ``--info-fd`` JSON: the host pid of the sandbox's init."""
+    """bubblewrap's ``--info-fd`` JSON: the host pid of the sandboxed process."""
     data = b""
     try:
         while chunk := os.read(fd, 4096):
@@ -226,8 +228,13 @@ def supervise(work: Path, program: bytes | None, payload: bytes, limits: Sandbox
                 break
     finally:
         waiter.close()
-    # Kill the whole group even after a normal exit, so nothing the child left behind survives;
-    # the exited-but-unreaped leader keeps the group id from being reused meanwhile.
+    # Kill the child (its own session, so outside bwrap's group) and the whole group, even after a
+    # normal exit, so nothing survives; the exited-but-unreaped leader keeps the ids from reuse.
+    if watch.child_fd is not None:  # a pidfd: never a reused pid
+        try:
+            signal.pidfd_send_signal(watch.child_fd, signal.SIGKILL)
+        except OSError:
+            pass
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -244,7 +251,7 @@ def supervise(work: Path, program: bytes | None, payload: bytes, limits: Sandbox
             pipe.close()
         except OSError:
             pass
-    for fd in (info_r, watch.wake_r, watch.wake_w):
+    for fd in (info_r, watch.wake_r, watch.wake_w, *((watch.child_fd,) if watch.child_fd is not None else ())):
         os.close(fd)
     if group is not None:
         report.task_refusals = group.refused()
