@@ -40,10 +40,11 @@ def frame(tag: str, body: bytes) -> bytes:
     return tag.encode("ascii") + len(body).to_bytes(4, "big") + body
 
 
-def _values(body: bytes) -> int:
-    """An upper bound on the JSON values and keys in ``body``, counted at C speed."""
+def _count(body: bytes) -> tuple[int, int]:
+    """(an upper bound on the JSON values and keys, the number of lists and dicts), at C speed."""
     bare = _STRING.sub(b'""', body)
-    return 1 + bare.count(b",") + bare.count(b":") + bare.count(b"[") + bare.count(b"{")
+    containers = bare.count(b"[") + bare.count(b"{")
+    return 1 + bare.count(b",") + bare.count(b":") + containers, containers
 
 
 def nests_deeper(value: Any, limit: int) -> bool:
@@ -60,7 +61,7 @@ def nests_deeper(value: Any, limit: int) -> bool:
 
 def parse_body(body: bytes, *, max_values: int, max_depth: int = MAX_DEPTH) -> tuple[Any, int]:
     """Parse one frame body; returns (value or :class:`Malformed`, values counted)."""
-    values = _values(body)
+    values, containers = _count(body)
     if values > max_values:
         return Malformed(f"the record holds more than {max_values} JSON values"), values
     try:
@@ -69,7 +70,7 @@ def parse_body(body: bytes, *, max_values: int, max_depth: int = MAX_DEPTH) -> t
         return Malformed(f"the record nests deeper than {max_depth} levels"), values
     except (ValueError, MemoryError) as err:  # UnicodeDecodeError is a ValueError
         return Malformed(f"the record is not JSON: {str(err)[:120]}"), values
-    if nests_deeper(data, max_depth):
+    if containers > max_depth and nests_deeper(data, max_depth):  # fewer containers cannot nest deeper
         return Malformed(f"the record nests deeper than {max_depth} levels"), values
     return data, values
 
