@@ -88,6 +88,9 @@ class _Ledger:
     def cached_response(self, request_hash: str):
         return None if self._fresh else self._store.cached_response(request_hash)
 
+    def claim(self, request_hash: str, *, max_wait: float):
+        return self._store.claim(request_hash, max_wait=max_wait, lookup=not self._fresh)
+
     def record_call(self, record) -> None:
         self._store.record_call(record)
         _emit(self._stage, "call", record)
