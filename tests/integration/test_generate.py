@@ -99,10 +99,12 @@ def test_offline_example_is_stored_visible_in_prefect_and_free_the_second_time(c
     assert second.code == 0, second.stderr
     again = json.loads(second.stdout)
     assert again["llm_calls"] == 0
-    assert {s["status"] for s in again["stages"]} == {"reused"}
+    # Every stage is reused but the package, which writes the second run's own export (no model call).
+    assert {s["stage"]: s["status"] for s in again["stages"]} == {**dict.fromkeys(STAGES, "reused"), "package": "generated"}
+    assert again["export"].startswith(str(cli.home / "exports" / again["run_id"]))
     with db(cli) as con:
         assert con.execute("SELECT count(*) FROM llm_calls").fetchone() == (CALLS,)
-        assert con.execute("SELECT count(*) FROM artifacts").fetchone() == (len(STAGES),)
+        assert con.execute("SELECT count(*) FROM artifacts").fetchone() == (len(STAGES) + 1,)
 
     shown = cli("show", run_id[:6], "--stage", "sop", "--json")
     assert shown.code == 0, shown.stderr

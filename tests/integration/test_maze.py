@@ -92,7 +92,7 @@ def test_the_example_builds_one_lrs_and_one_hrs_scenario_with_verified_instances
     assert again.code == 0, again.stderr
     rerun = json.loads(again.stdout)
     statuses = {s["stage"]: s["status"] for s in rerun["stages"]}
-    assert statuses == {**dict.fromkeys(STAGES[:4], "reused"), "maze_baselines": "generated", "maze_package": "reused"}
+    assert statuses == {**dict.fromkeys(STAGES[:4], "reused"), "maze_baselines": "generated", "maze_package": "generated"}
     assert rerun["llm_calls"] == 10   # only the first-turn reader asked again (same answers, same content)
 
 

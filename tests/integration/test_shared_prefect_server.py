@@ -74,7 +74,8 @@ def test_two_generates_on_one_home_share_one_prefect_server_and_both_complete(ho
     # A later command reuses the same server: no second start-up.
     code, rerun, err = finished(sopforge(home, "rerun", run_a["run_id"], "--json"))
     assert code == 0, err
-    assert rerun["llm_calls"] == 0 and {s["status"] for s in rerun["stages"]} == {"reused"}
+    assert rerun["llm_calls"] == 0
+    assert {s["status"] for s in rerun["stages"] if not s["stage"].endswith("package")} == {"reused"}
     assert json.loads((home / "prefect" / "server.json").read_text())["pid"] == server["pid"]
 
 

@@ -103,6 +103,9 @@ def plan(families: tuple[str, ...] = IMPLEMENTED) -> Plan:
             if foreign:
                 raise RuntimeError(f"family {name}: stage {spec.name} reads {foreign}, which is neither "
                                    "its own nor a shared stage (families never read each other)")
+            if spec.per_run and spec.uses_llm:
+                raise RuntimeError(f"family {name}: stage {spec.name} is per_run, so every run makes it again: "
+                                   "only a stage without model calls may be")
             stages.append(_with_family(spec, name))
     names = [s.name for s in stages]
     duplicates = sorted({n for n in names if names.count(n) > 1})

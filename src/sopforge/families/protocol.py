@@ -84,6 +84,10 @@ class StageSpec:
         warm_up: slow one-time set-up ``run()`` needs (importing Great Expectations...), started
             in a background thread as soon as an upstream stage is generated, so that it overlaps
             the model calls before it instead of adding to the critical path.
+        per_run: its artifact belongs to the run that made it, e.g. it writes ``exports/<run id>/``:
+            every run produces it again (never reused from another run, whose export would then be
+            the only one), and an approval of the same inputs in an earlier run carries over. Only
+            for deterministic stages (``uses_llm=False``): it costs no call.
         family: the family that owns it (None for shared stages); set by :func:`plan`.
     """
 
@@ -103,6 +107,7 @@ class StageSpec:
     stores_rows: bool = False
     expected_calls: Callable[["ThemeSpec"], int] | None = None
     warm_up: Callable[[], Any] | None = None
+    per_run: bool = False
     family: str | None = None
 
 

@@ -24,7 +24,8 @@ from sopforge.llm.types import sha256_json
 from sopforge.families import InputContext, StageSpec
 from sopforge.prompts import default_registry
 from sopforge.settings import Settings
-from sopforge.store import REUSABLE_STATUSES, ArtifactRecord, ArtifactWrite, Store
+from sopforge.checks import blocking_failures
+from sopforge.store import REUSABLE_STATUSES, ArtifactRecord, ArtifactWrite, ReviewWrite, Store
 from sopforge.theme import StageModelConfig, ThemeSpec
 
 
@@ -183,6 +184,9 @@ def execute_stage(run_id: str, stage: str, *, settings: Settings, force: bool = 
     _emit(stage, "started")
     reusable = None if forced else (previous_run_artifact(store, config, stage, parents)
                                     or store.find_reusable_artifact(stage, key))
+    carried = None  # a per-run stage's earlier artifact with these inputs: its approval carries over
+    if reusable is not None and definition.per_run and reusable.run_id != run_id:
+        carried, reusable = reusable, None
     if reusable is not None:
         store.record_reuse(run_id, stage, reusable.id, family=definition.family)
         outcome = StageOutcome(stage, reusable, reused=True, checks=store.validations_for(reusable.id))
@@ -225,6 +229,8 @@ def execute_stage(run_id: str, stage: str, *, settings: Settings, force: bool = 
     ))
     if rows is not None:
         write_parquet(rows, settings.home / "datasets" / f"{record.id}.parquet")
+    if carried is not None:
+        record = carry_approval(store, record, carried, result.checks)
     outcome = StageOutcome(stage, record, reused=False, checks=store.validations_for(record.id))
     if gateway is not None:
         stats = gateway.stats
@@ -233,6 +239,17 @@ def execute_stage(run_id: str, stage: str, *, settings: Settings, force: bool = 
         outcome.cached_tokens, outcome.cost_usd = stats.cached_tokens, stats.cost_usd
     _emit(stage, "finished", outcome)
     return outcome
+
+
+def carry_approval(store: Store, record: ArtifactRecord, earlier: ArtifactRecord, checks: list) -> ArtifactRecord:
+    """A per-run stage made again from the inputs of an approved artifact of an earlier run is
+    approved too (the reviewer saw the same content but for the run id), when its checks pass."""
+    if earlier.status != "approved" or record.status != "validated" or blocking_failures(checks):
+        return record
+    store.record_review(ReviewWrite(
+        artifact_id=record.id, run_id=record.run_id, decision="approve", reviewer="auto", source="auto",
+        comment=f"made from the same inputs as {earlier.id} of run {earlier.run_id}, approved there"))
+    return store.get_artifact(record.id)
 
 
 _warming: set[int] = set()

@@ -122,7 +122,7 @@ STAGES: tuple[StageSpec, ...] = (
     StageSpec(
         name=package.STAGE,
         parents=(bottlenecks.STAGE, evidence.STAGE, distractors.STAGE, hard_negatives.STAGE, assembly.STAGE),
-        kind="probe_package", model=ProbeManifest, template_ids=(), run=package.run, uses_llm=False,
+        kind="probe_package", model=ProbeManifest, template_ids=(), run=package.run, uses_llm=False, per_run=True,
         make_inputs=_package_inputs, render=render.package_markdown,
     ),
 )
