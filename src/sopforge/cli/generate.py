@@ -241,15 +241,16 @@ def generate(
 
     started = time.monotonic()
     settings = load_settings(home=home)
+    from sopforge.store import Store
+
+    store = Store(settings.db_path)
+    store.verify()  # a damaged store is one line at once: before the families load or a server starts
     from sopforge.run_request import resolve_spec, run_config
 
     spec, base_dir = resolve_spec(theme_file, theme, {
         "provider": provider, "model": model, "base_url": base_url, "temperature": temperature, "slug": slug,
         "rows": rows, "review": review, "families": family or None, "max_cost": max_cost, "batch": batch},
         add_gates=gate, remove_gates=no_gate)
-    from sopforge.store import Store
-
-    store = Store(settings.db_path)
     store.check_writable()
     store.mark_interrupted()  # runs whose process was killed stop looking 'running' in plain SQL too
     config = run_config(spec, base_dir, settings)  # checks every provider can be built

@@ -56,6 +56,7 @@ def rerun(
 
     started = time.monotonic()
     settings, store = existing_store(home)
+    store.verify()  # a damaged store is one line now, before anything is written or a server starts
     store.mark_interrupted()
     previous = store.get_run(run)
     spec = build_spec(previous.config["spec"], source=f"the configuration of run {previous.id}")

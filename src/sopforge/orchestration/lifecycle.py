@@ -26,6 +26,7 @@ def run_lifecycle(run_id: str, home: str | None) -> Iterator[None]:
     succeeded, needs_review (a gate stopped it) or failed, with the one-line reason. A process
     killed before it can record the end leaves an owner that readers find gone: ``interrupted``."""
     store = Store(load_settings(home=home).db_path)
+    store.verify()  # a flow run started from a work pool checks the file as `sopforge generate` does
     store.claim_run(run_id, flow_run_id=current_flow_run_id())
     try:
         with Heartbeat(lambda: store.heartbeat(run_id)):

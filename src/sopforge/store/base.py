@@ -20,7 +20,7 @@ from typing import Any, Self
 import duckdb
 
 from . import journal
-from .connection import _process_lock, close_idle, ensure_writable_location, open_connection
+from .connection import _process_lock, close_idle, ensure_writable_location, open_connection, read_every_block
 from .migrate import apply_migrations, is_current
 
 DEFAULT_LOCK_TIMEOUT = 30.0
@@ -40,6 +40,7 @@ _pending_lock = threading.Lock()
 _writing: dict[str, list[tuple[Callable[[duckdb.DuckDBPyConnection], None], Any]]] = {}
 _flushers: dict[str, "StoreBase"] = {}
 _journals: dict[str, journal.Journal] = {}  # this process's journal per database file
+_verified: set[str] = set()  # database files this process has read whole (StoreBase.verify)
 
 
 @contextmanager
@@ -178,17 +179,33 @@ class StoreBase:
         with open_connection(self.path, read_only=True, lock_timeout=self.lock_timeout) as con:
             yield con
 
-    def check_writable(self) -> None:
-        """Fail fast, before a run starts, when the database cannot be written.
-
-        Creates the folder and the database (with its schema) if needed.
+    def verify(self) -> None:
+        """Read every stored value once, so a damaged block (overwritten bytes, a truncated file) is
+        found now, in one line, rather than by whichever later query reads it (once per process).
 
         Raises:
-            UserError: The path cannot be written (names the path and the fix), or another
-                sopforge process held the file for longer than ``lock_timeout``.
+            UserError: The file is damaged (names it, the damage and the way out), or another process
+                held it for longer than ``lock_timeout``.
+        """
+        if self._key in _verified or not self.path.exists():
+            return
+        with open_connection(self.path, read_only=True, lock_timeout=self.lock_timeout) as con:
+            read_every_block(con)
+        _verified.add(self._key)
+
+    def check_writable(self) -> None:
+        """Fail fast, before a run starts, when the database cannot be written or is damaged.
+
+        Creates the folder and the database (with its schema) if needed; an existing file is
+        verified first (:meth:`verify`), so nothing is written to a damaged one.
+
+        Raises:
+            UserError: The path cannot be written (names the path and the fix), the file is damaged,
+                or another sopforge process held the file for longer than ``lock_timeout``.
         """
         ensure_writable_location(self.path)
         self._location_ok = True
+        self.verify()
         with self._write() as con:
             con.execute("CHECKPOINT")
 

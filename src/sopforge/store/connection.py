@@ -161,6 +161,21 @@ def _close_idle_forever() -> None:
         close_idle(LINGER_SECONDS)
 
 
+def read_every_block(con: duckdb.DuckDBPyConnection) -> None:
+    """Read every value of every table once, so DuckDB checks the checksum of each block that holds data.
+
+    DuckDB verifies a block only when a query reads it: a command that never reads the damaged table
+    (a run that reuses its dataset, ``runs``) would otherwise report success on a damaged file, and a
+    run would meet the damage only when a stage happens to read it. Hashing each column reads it all,
+    and returns one row per table. Raises ``duckdb.Error`` (mapped by :func:`open_connection`).
+    """
+    tables = con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() "
+                         "AND NOT internal ORDER BY table_name").fetchall()
+    for (table,) in tables:
+        quoted = '"' + table.replace('"', '""') + '"'
+        con.execute(f"SELECT bit_xor(hash(COLUMNS(*))) FROM {quoted}").fetchall()
+
+
 def _connect_with_retry(path: Path, *, read_only: bool, lock_timeout: float) -> duckdb.DuckDBPyConnection:
     deadline = time.monotonic() + max(lock_timeout, 0.0)
     delay = 0.02
