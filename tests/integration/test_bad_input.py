@@ -112,3 +112,26 @@ def test_review_commands_and_servers_refuse_bad_requests(tmp_path):
     serve = run(home, "serve")
     assert_one_line_error(serve, "PREFECT_API_URL")
     assert serve.returncode == 2
+
+
+EVERY_COMMAND = [
+    ("generate", "examples/themes/pharmacy_refills.yaml"), ("rerun", "r-0"), ("show", "r-0"), ("runs",),
+    ("runs", "delete", "r-0"), ("runs", "prune", "--status", "failed"), ("review", "list"), ("review", "show", "r-0"),
+    ("review", "approve", "r-0"), ("ui",), ("serve", "--no-deploy"),
+]
+
+
+MALFORMED = [("SOPFORGE_MAX_ATTEMPTS", "three", "a whole number from 1 to 10"),
+             ("SOPFORGE_MAX_CONCURRENCY", "0", "a whole number ≥ 1"),
+             ("SOPFORGE_REQUEST_TIMEOUT_SECONDS", "abc", "a number > 0")]
+
+
+@pytest.mark.parametrize("n, command", list(enumerate(EVERY_COMMAND)), ids=lambda c: " ".join(c) if isinstance(c, tuple) else "")
+def test_a_malformed_setting_is_one_line_from_every_command(tmp_path, n, command):
+    # Issue 21: each of these crashed every command with a 56-line pydantic traceback and exit 1
+    # (unit tests cover every variable; each command here meets one of the three, in turn).
+    variable, value, takes = MALFORMED[n % len(MALFORMED)]
+    proc = run(tmp_path / "home", *command, env={variable: value})
+    assert proc.returncode == 2, (command, proc.stderr)
+    assert_one_line_error(proc, f"{variable}={value!r} is not valid", takes)
+    assert not (tmp_path / "home").exists()  # nothing was started or written
