@@ -47,6 +47,7 @@ def theme_file(tmp_path: Path, text: str | bytes) -> Path:
     (("--theme", "pharmacy", "--provider", "openai"), ("OPENAI_API_KEY is not set",)),
     (("missing-theme.yaml",), ("does not exist",)),
     ((), ("no theme given",)),
+    (("examples/themes/pharmacy_refills.yaml", "--model", "gpt-5"), ("replay provider", "ignore model 'gpt-5'")),
 ])
 def test_bad_command_line(tmp_path, args, fragments):
     home = tmp_path / "home"
@@ -61,13 +62,29 @@ def test_bad_command_line(tmp_path, args, fragments):
     (b"theme: \xff\xfe broken\n", ("cannot be read",)),
     ("theme: pharmacy\nstages:\n  bogus_stage: {model: x}\n", ("unknown stage 'bogus_stage'",)),
     ("theme: pharmacy\nprovider: nope\n", ("unknown provider 'nope'",)),
-    ("theme: pharmacy\ncolour: blue\n", ("colour",)),
+    ("theme: pharmacy\ncolour: blue\n", ("colour: unknown key; the keys here are theme, slug, provider", "hardening")),
+    ("theme: pharmacy\nstages:\n  sop: {colour: x}\n", ("stages.sop.colour", "provider, model, temperature, base_url")),
 ])
 def test_bad_theme_file(tmp_path, content, fragments):
     home = tmp_path / "home"
     proc = run(home, "generate", str(theme_file(tmp_path, content)))
     assert_one_line_error(proc, str(tmp_path / "theme.yaml"), *fragments)
     assert_no_runs(home)
+
+
+def test_a_local_server_that_is_not_running_is_one_line_before_anything_starts(tmp_path):
+    import socket
+
+    with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    home = tmp_path / "home"
+    url = f"http://127.0.0.1:{port}/v1"
+    proc = run(home, "generate", "--theme", "pharmacy refills", "--provider", "openai", "--base-url", url)
+    assert proc.returncode == 2
+    assert_one_line_error(proc, f"nothing is listening at {url}", "start the server or fix --base-url")
+    assert_no_runs(home)
+    assert not (home / "prefect").exists()  # before the home's Prefect server was started (20 s before issue 21)
 
 
 def test_database_path_that_cannot_be_written(tmp_path):

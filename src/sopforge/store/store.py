@@ -104,21 +104,28 @@ class Store(LedgerStore, RunHousekeeping, EvalResults):
         the run's status and error, its stage attempts still ``running``, and its open review
         requests (expired: nobody waits at that gate any more).
 
+        Every command calls it when it opens the store (it writes only when it finds such a run), so
+        plain SQL says ``interrupted`` from the first command after the kill on.
+
         Returns:
             The ids of the runs marked.
         """
+        live = "SELECT * FROM runs WHERE list_contains(?, status)"
+        with self._read() as con:  # the usual case, nothing to mark, takes no write lock
+            if not any(q.owner_gone(RunRecord(**row)) for row in q.fetch_dicts(con, live, [list(LIVE_STATUSES)])):
+                return []
         with self._write() as con, transaction(con):
-            stale = [r for r in (RunRecord(**row) for row in q.fetch_dicts(
-                con, "SELECT * FROM runs WHERE list_contains(?, status)", [list(LIVE_STATUSES)])) if q.owner_gone(r)]
-            ts = q.now()
+            stale = [r for r in (RunRecord(**row) for row in q.fetch_dicts(con, live, [list(LIVE_STATUSES)]))
+                     if q.owner_gone(r)]
             for run in stale:
-                con.execute("UPDATE runs SET status = 'interrupted', error = coalesce(error, ?), updated_at = ? "
-                            "WHERE id = ?", [q.interrupted_error(run), ts, run.id])
-                con.execute("UPDATE stage_runs SET status = 'interrupted', finished_at = ?, error = ? "
-                            "WHERE run_id = ? AND status = 'running'", [ts, "interrupted: its process is gone", run.id])
-                con.execute("UPDATE review_requests SET status = 'expired', closed_at = ? "
-                            "WHERE run_id = ? AND status = 'open'", [ts, run.id])
+                q.interrupt_run(con, run.id, q.interrupted_error(run), "interrupted: its process is gone")
         return [r.id for r in stale]
+
+    def record_interruption(self, run_id: str, reason: str) -> None:
+        """This process was stopped (SIGINT, SIGTERM) while running ``run_id``: the run, its running
+        stage attempts and its open review requests become ``interrupted`` / expired, with ``reason``."""
+        with self._write() as con, transaction(con):
+            q.interrupt_run(con, run_id, reason, reason, only_live=True)
 
     def set_run_status(self, run_id: str, status: RunStatus, error: str | None = None,
                        flow_run_id: str | None = None) -> None:
