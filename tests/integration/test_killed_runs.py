@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import threading
 import time
 
@@ -15,6 +16,7 @@ import duckdb
 import pytest
 
 from answers import THEME, by_stage, prompt_text, stage_of
+from cli_support import ROOT, SOPFORGE, quiet_env
 from sopforge.llm.testserver import FakeLLMServer
 
 pytestmark = pytest.mark.prefect
@@ -75,7 +77,7 @@ def test_a_killed_generate_is_shown_interrupted_and_rerun_resumes_it_without_for
 
 
 @pytest.mark.parametrize("stop, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
-def test_a_stopped_generate_is_stored_interrupted_and_says_how_to_resume(cli, stop, code):
+def test_a_stopped_generate_is_stored_interrupted_and_says_how_to_resume(cli, prefect_api, stop, code):
     # Issue 21: SIGINT stored the run as failed ("KeyboardInterrupt:"), SIGTERM exited 143 with no line.
     release = threading.Event()
     answer = by_stage()
@@ -87,8 +89,14 @@ def test_a_stopped_generate_is_stored_interrupted_and_says_how_to_resume(cli, st
 
     env = {"OPENAI_API_KEY": "sk-test"}
     with FakeLLMServer(respond) as server:
-        proc = cli.start("generate", "--theme", THEME, "--slug", "pharmacy_refills", "--family", "sop_tools",
-                         "--base-url", server.openai_base_url, "--provider", "openai", "--model", "m", "--json", env=env)
+        # Started here rather than with cli.start: SIGINT must reach it even when this test runs in a
+        # background job (which starts its children with SIGINT ignored).
+        proc = subprocess.Popen(
+            [*SOPFORGE, "generate", "--theme", THEME, "--slug", "pharmacy_refills", "--family", "sop_tools",
+             "--base-url", server.openai_base_url, "--provider", "openai", "--model", "m", "--json"],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=quiet_env(SOPFORGE_HOME=str(cli.home), PREFECT_API_URL=prefect_api, **env),
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         deadline = time.monotonic() + 240
         while not any(r.json and stage_of(prompt_text(r.json, "openai")) == "sop" for r in list(server.requests)):
             assert proc.poll() is None, proc.stderr.read()
