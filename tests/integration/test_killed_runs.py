@@ -97,15 +97,21 @@ def test_a_stopped_generate_is_stored_interrupted_and_says_how_to_resume(cli, pr
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env=quiet_env(SOPFORGE_HOME=str(cli.home), PREFECT_API_URL=prefect_api, **env),
             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-        deadline = time.monotonic() + 240
-        while not any(r.json and stage_of(prompt_text(r.json, "openai")) == "sop" for r in list(server.requests)):
-            assert proc.poll() is None, proc.stderr.read()
-            assert time.monotonic() < deadline, "the SOP stage never started"
-            time.sleep(0.2)
-        proc.send_signal(stop)
-        time.sleep(1)
-        release.set()  # the stage in flight finishes and is kept
-        _, stderr = proc.communicate(timeout=240)
+        try:
+            deadline = time.monotonic() + 240
+            while not any(r.json and stage_of(prompt_text(r.json, "openai")) == "sop" for r in list(server.requests)):
+                assert proc.poll() is None, proc.stderr.read()
+                assert time.monotonic() < deadline, "the SOP stage never started"
+                time.sleep(0.2)
+            proc.send_signal(stop)
+            time.sleep(1)
+            release.set()  # the stage in flight finishes and is kept
+            _, stderr = proc.communicate(timeout=240)
+        finally:
+            release.set()
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
         assert proc.returncode == code, stderr
         last = stderr.strip().splitlines()[-1]
         db = cli.home / "sopforge.duckdb"
