@@ -19,6 +19,8 @@ from typing import Any, Self
 
 import duckdb
 
+from sopforge.errors import UserError
+
 from . import journal
 from .connection import _process_lock, close_idle, ensure_writable_location, open_connection, read_every_block
 from .migrate import apply_migrations, is_current
@@ -110,10 +112,12 @@ class StoreBase:
         """Fold the journals of processes that died into ``llm_calls`` (see ``sopforge.store.journal``)."""
         from .queries import insert_call
 
+        self._folded = True
+        if not journal.has_orphans(self.path):
+            return
         with transaction(con):
             folded = journal.fold_journals(con, self.path, lambda c, record: insert_call(c, record, record.params))
         journal.remove_folded(folded)
-        self._folded = True
         if folded:
             self._answered = None  # answers just folded in are not in a set read before
 
@@ -162,8 +166,11 @@ class StoreBase:
         unless ``flush`` is False (the caller looks at :meth:`_queued` itself).
         """
         if not self._folded and self.path.exists() and journal.has_orphans(self.path):
-            with self._write():  # a dead process's calls join llm_calls before anyone reads it
-                pass
+            try:
+                with self._write():  # a dead process's calls join llm_calls before anyone reads them
+                    pass
+            except UserError:
+                pass  # a read-only copy: readers see the file as it is; the next writer folds them in
         self._folded = True
         if not self.path.exists() or (flush and _pending.get(self._key)):
             with self._write() as con:
