@@ -243,12 +243,14 @@ def execute_stage(run_id: str, stage: str, *, settings: Settings, force: bool = 
 
 def carry_approval(store: Store, record: ArtifactRecord, earlier: ArtifactRecord, checks: list) -> ArtifactRecord:
     """A per-run stage made again from the inputs of an approved artifact of an earlier run is
-    approved too (the reviewer saw the same content but for the run id), when its checks pass."""
+    approved too (its reviewer saw the same content but for the run id), when its checks pass."""
     if earlier.status != "approved" or record.status != "validated" or blocking_failures(checks):
         return record
+    by = next((r.reviewer for r in reversed(store.reviews_for(earlier.id)) if r.decision in ("approve", "edit")), None)
     store.record_review(ReviewWrite(
-        artifact_id=record.id, run_id=record.run_id, decision="approve", reviewer="auto", source="auto",
+        artifact_id=record.id, run_id=record.run_id, decision="approve", reviewer=by, source="auto",
         comment=f"made from the same inputs as {earlier.id} of run {earlier.run_id}, approved there"))
+    store.set_artifact_status(record.id, "approved")  # a person's approval, carried: not the automatic gate's
     return store.get_artifact(record.id)
 
 
