@@ -45,11 +45,12 @@ def test_delete_refuses_to_break_lineage_prune_keeps_what_is_used_and_files_go_t
     assert pruned["runs"] == [failed] and pruned["kept"] == {}
 
     dry = json.loads(cli("runs", "delete", first["run_id"], second["run_id"], "--dry-run", "--json").stdout)
-    assert dry["rows"]["artifacts"] == 10 and dry["files"] == [] and export.is_dir()
+    assert dry["rows"]["artifacts"] == 11 and dry["files"] == [] and export.is_dir()  # 10 + the second's package
     deleted = json.loads(cli("runs", "delete", first["run_id"], second["run_id"], "--json").stdout)
     assert sorted(deleted["runs"]) == sorted([first["run_id"], second["run_id"]])
-    assert str(export) in deleted["files"] and str(dataset) in deleted["files"]
-    assert not export.exists() and not dataset.exists()
+    second_export = cli.home / "exports" / second["run_id"]
+    assert {str(export), str(second_export), str(dataset)} <= set(deleted["files"])
+    assert not export.exists() and not second_export.exists() and not dataset.exists()
     with duckdb.connect(str(cli.home / "sopforge.duckdb"), read_only=True) as con:
         assert {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES} == dict.fromkeys(TABLES, 0)
     assert "no run" in cli("runs", "prune", "--status", "failed").stdout
