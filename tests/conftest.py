@@ -36,6 +36,7 @@ WEIGHTS = {  # ~ seconds per test / 15, from --durations of a serial run (test_l
     "test_generate.py": 3,
     "test_housekeeping.py": 3,
     "test_killed_runs.py": 3,
+    "test_resumed_exports.py": 5,  # each test: a demo stopped after a package, then the same command again
     "test_concurrency.py": 2,
     "test_leading_zeros.py": 2,
     "test_hardening.py": 2,

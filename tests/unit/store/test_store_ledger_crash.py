@@ -11,7 +11,16 @@ from __future__ import annotations
 import threading
 import time
 
-from sopforge.store import Store
+import pytest
+
+from sopforge.store import Store, release_connections
+
+
+@pytest.fixture(autouse=True)
+def written_before_the_next_test():
+    """Calls recorded here are written now, not by a flush timer firing during the next test."""
+    yield
+    release_connections()
 
 
 def test_a_fresh_store_answers_every_saved_call_to_every_simultaneous_reader(store, run_id, make_call):
