@@ -42,8 +42,11 @@ $(VENV)/.synced: uv.lock pyproject.toml | $(UV)
 demo: env sandbox-deps
 	$(BIN)/sopforge generate $(DEMO_THEME)
 
+# Every test, both tiers, on TEST_WORKERS pytest-xdist workers (tests/README.md). loadgroup keeps the
+# tests that share a module or session fixture (the local topology, the demo) on one worker.
+TEST_WORKERS ?= 3
 test: env system-deps
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup
 
 sandbox-deps:
 	@if [ -x /usr/bin/bwrap ]; then \

@@ -51,6 +51,15 @@ class BudgetExceeded(SopforgeError):
     exit_code = 5
 
 
+class Interrupted(SopforgeError):
+    """The process was asked to stop (SIGINT: Ctrl-C, or SIGTERM) while it ran a run; the run is stored
+    as ``interrupted`` and ``sopforge rerun`` resumes it. Exits as a shell reports the signal: 130 or 143."""
+
+    def __init__(self, message: str, *, signal_name: str):
+        super().__init__(message)
+        self.exit_code = 143 if signal_name == "SIGTERM" else 130
+
+
 class ResponsePending(SopforgeError):
     """The exchange provider wrote a request and no response file exists yet."""
 

@@ -313,13 +313,13 @@ def default_registry(settings: Settings | None = None) -> PromptRegistry:
     """Registry over the project's ``prompts/`` folder.
 
     Args:
-        settings: Settings to read ``prompts_dir`` from; defaults to ``Settings()``.
+        settings: Settings to read ``prompts_dir`` from; defaults to the environment's.
 
     Returns:
         A registry rooted at ``settings.prompts_dir``.
     """
     if settings is None:
-        from sopforge.settings import Settings
+        from sopforge.settings import load_settings
 
-        settings = Settings()
+        settings = load_settings()
     return PromptRegistry(settings.prompts_dir)

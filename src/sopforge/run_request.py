@@ -7,11 +7,14 @@ replay folder exists and every provider can be built before anything is written.
 
 from __future__ import annotations
 
+import ipaddress
+import socket
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from sopforge.errors import UserError
-from sopforge.llm.factory import build_provider
+from sopforge.llm.factory import DEFAULT_MODELS, build_provider
 from sopforge.settings import Settings
 from sopforge.theme import ThemeSpec, build_spec, load_theme_file
 
@@ -68,10 +71,46 @@ def recordings_dir(spec: ThemeSpec, base_dir: Path | None, settings: Settings) -
 
 
 def preflight(spec: ThemeSpec, settings: Settings) -> None:
-    """Fail before anything is written when a provider cannot be built (unknown name, missing key)."""
+    """Fail before anything is written when a provider cannot be built (unknown name, missing key),
+    a replay stage names a model it would ignore, or a local server's port is closed."""
+    probed: set[str] = set()
     for stage in spec.llm_stages:
         cfg = spec.for_stage(stage)
         build_provider(cfg.provider, settings=settings, base_url=cfg.base_url, check_only=True)
+        if cfg.provider == "replay" and cfg.model not in (None, DEFAULT_MODELS["replay"]):
+            raise UserError(f"the replay provider answers from recordings and would ignore model {cfg.model!r} "
+                            f"(stage {stage}): drop --model (or the theme's model:), or add --provider anthropic or openai "
+                            f"to ask {cfg.model}")
+        url = cfg.base_url or {"openai": settings.openai_base_url,
+                               "anthropic": settings.anthropic_base_url}.get(cfg.provider)
+        if url and url not in probed:
+            probed.add(url)
+            check_local_server(cfg.provider, url)
+
+
+def check_local_server(provider: str, url: str) -> None:
+    """A base URL on this machine whose port refuses connections fails now, in one line, instead of
+    after the Prefect server has started and the first stage has asked (remote hosts are not probed).
+
+    Raises:
+        UserError: Nothing listens at ``url``.
+    """
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    try:
+        local = host == "localhost" or ipaddress.ip_address(host).is_loopback
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return
+    if not local:
+        return
+    try:
+        socket.create_connection((host, port), timeout=1.0).close()
+    except ConnectionRefusedError:
+        raise UserError(f"{provider}: nothing is listening at {url} (connection refused): start the server "
+                        f"or fix --base-url") from None
+    except OSError:
+        return  # slow or unusual: the provider's own retries decide
 
 
 

@@ -7,10 +7,16 @@ held as ``SecretStr`` so they never reach a repr, a log line, the store or an ex
 
 from __future__ import annotations
 
+import re
+import types
+import typing
 from pathlib import Path
+from typing import Any
 
-from pydantic import AliasChoices, Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AliasChoices, Field, SecretStr, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
+
+from sopforge.errors import UserError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -102,5 +108,63 @@ class Settings(BaseSettings):
 
 
 def load_settings(**overrides) -> Settings:
-    """Build settings from the environment, with explicit overrides taking precedence."""
-    return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    """Build settings from the environment, with explicit overrides taking precedence.
+
+    Raises:
+        UserError: A variable (or override) holds a value its setting does not accept: one line naming
+            the variable, its value and what it accepts.
+    """
+    given = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        return Settings(**given)
+    except ValidationError as err:
+        first = err.errors()[0]
+        field = str(first["loc"][0]) if first["loc"] else ""
+        raise _bad_setting(field, first.get("input"), given) from None
+    except SettingsError as err:  # a JSON value (SOPFORGE_PRICES) that does not parse
+        match = re.search(r'field "([^"]+)"', str(err))
+        raise _bad_setting(match[1] if match else "", None, given) from None
+
+
+def _variable(field: str, overrides: dict[str, Any]) -> str:
+    if field in overrides:
+        return f"--{field.replace('_', '-')}"
+    info = Settings.model_fields.get(field)
+    alias = getattr(info, "validation_alias", None) if info is not None else None
+    if isinstance(alias, AliasChoices):
+        return str(alias.choices[0])
+    return field if field.isupper() else f"SOPFORGE_{field.upper()}"
+
+
+def accepted(field: str) -> str:
+    """What a setting accepts, in words: its kind and bounds (``a whole number from 1 to 10``)."""
+    info = Settings.model_fields.get(field)
+    if info is None:
+        return "a valid value"
+    kind = info.annotation
+    if isinstance(kind, types.UnionType) or typing.get_origin(kind) is typing.Union:
+        kind = next(a for a in typing.get_args(kind) if a is not type(None))
+    if typing.get_origin(kind) is dict:
+        return 'JSON such as {"model-prefix": [input, output]} (USD per million tokens)'
+    word = {int: "a whole number", float: "a number", bool: "true or false", Path: "a path"}.get(kind, "text")
+    low = high = None
+    for rule in info.metadata:
+        for attr, sign in (("ge", "≥"), ("gt", ">")):
+            if getattr(rule, attr, None) is not None:
+                low = (sign, getattr(rule, attr))
+        if getattr(rule, "le", None) is not None:
+            high = rule.le
+    if low and high is not None and low[0] == "≥":
+        return f"{word} from {low[1]:g} to {high:g}"
+    bounds = [f"{low[0]} {low[1]:g}"] if low else []
+    bounds += [f"≤ {high:g}"] if high is not None else []
+    return f"{word} {' and '.join(bounds)}".strip()
+
+
+def _bad_setting(field: str, value: Any, overrides: dict[str, Any]) -> UserError:
+    shown = "" if value is None or isinstance(value, (dict, list)) else f"={str(value)[:40]!r}"
+    info = Settings.model_fields.get(field)
+    default = getattr(info, "default", None)
+    fallback = f" ({default:g})" if isinstance(default, (int, float)) and not isinstance(default, bool) else ""
+    return UserError(f"{_variable(field, overrides)}{shown} is not valid: it takes {accepted(field)}; "
+                     f"fix it, or unset it for the default{fallback}")

@@ -7,6 +7,7 @@ stored as the run's config (it never holds secrets: keys come from the environme
 from __future__ import annotations
 
 import re
+import typing
 from pathlib import Path
 from typing import Any, Literal
 
@@ -146,7 +147,7 @@ class ThemeSpec(BaseModel):
             try:
                 self.options[key] = sections[key][1].model_validate(value or {}).model_dump(mode="json")
             except ValidationError as err:
-                raise ValueError(f"{key}.{_one_line(err)}") from None
+                raise ValueError(f"{key}.{_one_line(err, sections[key][1])}") from None
         if self.slug is None:
             self.slug = slugify(self.theme)
         return self
@@ -186,11 +187,38 @@ def slugify(text: str, limit: int = 40) -> str:
     return slug or "theme"
 
 
-def _one_line(err: ValidationError) -> str:
+def _one_line(err: ValidationError, model: type[BaseModel] | None = None) -> str:
     first = err.errors()[0]
     where = ".".join(str(p) for p in first["loc"])
     msg = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "extra_forbidden" and model is not None:
+        keys = _keys_at(model, first["loc"][:-1])
+        if keys:
+            msg = f"unknown key; the keys here are {', '.join(keys)}"
     return f"{where}: {msg}" if where else msg
+
+
+def _keys_at(model: type[BaseModel], loc: tuple) -> list[str]:
+    """The keys a theme mapping may hold at ``loc`` (field names of the model found there)."""
+    current: Any = model
+    steps = list(loc)
+    while steps:
+        info = current.model_fields.get(str(steps.pop(0))) if isinstance(current, type) else None
+        if info is None:
+            return []
+        kind = info.annotation
+        args = [a for a in typing.get_args(kind) if a is not type(None)]
+        if typing.get_origin(kind) is dict:
+            kind = args[-1]
+            if steps:
+                steps.pop(0)  # the mapping's own key (a stage name)
+        elif args and not (isinstance(kind, type) and issubclass(kind, BaseModel)):
+            kind = args[0]  # X | None
+        current = kind
+    if not (isinstance(current, type) and issubclass(current, BaseModel)):
+        return []
+    keys = [name for name in current.model_fields if not (current is ThemeSpec and name == "options")]
+    return keys + (list(options_sections()) if current is ThemeSpec else [])
 
 
 def build_spec(data: dict, *, source: str, sources: dict[str, str] | None = None) -> ThemeSpec:
@@ -211,7 +239,7 @@ def build_spec(data: dict, *, source: str, sources: dict[str, str] | None = None
             value = data.get(key)
             shown = f" {value}" if isinstance(value, (int, float, str)) and len(str(value)) <= 40 else ""
             raise UserError(f"{sources[key]}{shown}: {first['msg'].removeprefix('Value error, ')}") from None
-        raise UserError(f"{source}: {_one_line(err)}") from None
+        raise UserError(f"{source}: {_one_line(err, ThemeSpec)}") from None
 
 
 def load_theme_file(path: Path) -> tuple[dict[str, Any], Path]:

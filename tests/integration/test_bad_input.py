@@ -47,6 +47,7 @@ def theme_file(tmp_path: Path, text: str | bytes) -> Path:
     (("--theme", "pharmacy", "--provider", "openai"), ("OPENAI_API_KEY is not set",)),
     (("missing-theme.yaml",), ("does not exist",)),
     ((), ("no theme given",)),
+    (("examples/themes/pharmacy_refills.yaml", "--model", "gpt-5"), ("replay provider", "ignore model 'gpt-5'")),
 ])
 def test_bad_command_line(tmp_path, args, fragments):
     home = tmp_path / "home"
@@ -61,13 +62,29 @@ def test_bad_command_line(tmp_path, args, fragments):
     (b"theme: \xff\xfe broken\n", ("cannot be read",)),
     ("theme: pharmacy\nstages:\n  bogus_stage: {model: x}\n", ("unknown stage 'bogus_stage'",)),
     ("theme: pharmacy\nprovider: nope\n", ("unknown provider 'nope'",)),
-    ("theme: pharmacy\ncolour: blue\n", ("colour",)),
+    ("theme: pharmacy\ncolour: blue\n", ("colour: unknown key; the keys here are theme, slug, provider", "hardening")),
+    ("theme: pharmacy\nstages:\n  sop: {colour: x}\n", ("stages.sop.colour", "provider, model, temperature, base_url")),
 ])
 def test_bad_theme_file(tmp_path, content, fragments):
     home = tmp_path / "home"
     proc = run(home, "generate", str(theme_file(tmp_path, content)))
     assert_one_line_error(proc, str(tmp_path / "theme.yaml"), *fragments)
     assert_no_runs(home)
+
+
+def test_a_local_server_that_is_not_running_is_one_line_before_anything_starts(tmp_path):
+    import socket
+
+    with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    home = tmp_path / "home"
+    url = f"http://127.0.0.1:{port}/v1"
+    proc = run(home, "generate", "--theme", "pharmacy refills", "--provider", "openai", "--base-url", url)
+    assert proc.returncode == 2
+    assert_one_line_error(proc, f"nothing is listening at {url}", "start the server or fix --base-url")
+    assert_no_runs(home)
+    assert not (home / "prefect").exists()  # before the home's Prefect server was started (20 s before issue 21)
 
 
 def test_database_path_that_cannot_be_written(tmp_path):
@@ -112,3 +129,26 @@ def test_review_commands_and_servers_refuse_bad_requests(tmp_path):
     serve = run(home, "serve")
     assert_one_line_error(serve, "PREFECT_API_URL")
     assert serve.returncode == 2
+
+
+EVERY_COMMAND = [
+    ("generate", "examples/themes/pharmacy_refills.yaml"), ("rerun", "r-0"), ("show", "r-0"), ("runs",),
+    ("runs", "delete", "r-0"), ("runs", "prune", "--status", "failed"), ("review", "list"), ("review", "show", "r-0"),
+    ("review", "approve", "r-0"), ("ui",), ("serve", "--no-deploy"),
+]
+
+
+MALFORMED = [("SOPFORGE_MAX_ATTEMPTS", "three", "a whole number from 1 to 10"),
+             ("SOPFORGE_MAX_CONCURRENCY", "0", "a whole number ≥ 1"),
+             ("SOPFORGE_REQUEST_TIMEOUT_SECONDS", "abc", "a number > 0")]
+
+
+@pytest.mark.parametrize("n, command", list(enumerate(EVERY_COMMAND)), ids=lambda c: " ".join(c) if isinstance(c, tuple) else "")
+def test_a_malformed_setting_is_one_line_from_every_command(tmp_path, n, command):
+    # Issue 21: each of these crashed every command with a 56-line pydantic traceback and exit 1
+    # (unit tests cover every variable; each command here meets one of the three, in turn).
+    variable, value, takes = MALFORMED[n % len(MALFORMED)]
+    proc = run(tmp_path / "home", *command, env={variable: value})
+    assert proc.returncode == 2, (command, proc.stderr)
+    assert_one_line_error(proc, f"{variable}={value!r} is not valid", takes)
+    assert not (tmp_path / "home").exists()  # nothing was started or written

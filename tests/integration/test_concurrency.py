@@ -48,6 +48,7 @@ def jittery(seed: int):
     return respond
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_concurrent_calls_in_any_completion_order_build_the_same_artifacts(tmp_path):
     settings = Settings(home=tmp_path / "home", openai_api_key="sk-test", max_concurrency=16)

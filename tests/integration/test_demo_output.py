@@ -38,12 +38,12 @@ FAILURE_WORDING = re.compile(
     re.IGNORECASE)
 
 
-def test_after_the_demo_checks_steps_tags_and_export_read_right(cli, prefect_api):
-    demo = cli("generate", THEME_FILE, "--json")
-    assert demo.code == 0, demo.stderr
-    run_id = json.loads(demo.stdout)["run_id"]
+@pytest.mark.xdist_group("demo")
+def test_after_the_demo_checks_steps_tags_and_export_read_right(demo, prefect_api):
+    run_id = demo.run_id
+    assert demo.summary["status"] == "succeeded"
 
-    with duckdb.connect(str(cli.home / "sopforge.duckdb"), read_only=True) as con:
+    with duckdb.connect(str(demo.home / "sopforge.duckdb"), read_only=True) as con:
         checks = con.execute("SELECT check_name, passed, message FROM validations").fetchall()
     names = {name for name, _, _ in checks}
     assert {"package.tasks_present", "compliance.balanced", "instructions.depth", "dataset.values_survive_csv",
@@ -54,9 +54,9 @@ def test_after_the_demo_checks_steps_tags_and_export_read_right(cli, prefect_api
     assert reads_as_failure == []
     assert dict(passing)["package.tasks_present"] == "50 tasks exported"
 
-    shown = cli("show", run_id, "--stage", "sop")
+    shown = demo.cli("show", run_id, "--stage", "sop")
     assert shown.code == 0, shown.stderr
-    with duckdb.connect(str(cli.home / "sopforge.duckdb"), read_only=True) as con:
+    with duckdb.connect(str(demo.home / "sopforge.duckdb"), read_only=True) as con:
         text = con.execute("SELECT content->>'$.text' FROM artifacts WHERE stage = 'sop'").fetchone()[0]
     procedure = text.split("5. Main Procedure", 1)[1].split("6. Output", 1)[0]
     steps = [line.split()[0] for line in procedure.splitlines() if re.match(r"5(\.\d+)+\s", line)]
@@ -71,7 +71,7 @@ def test_after_the_demo_checks_steps_tags_and_export_read_right(cli, prefect_api
     [flow_run] = response.json()
     assert {"sopforge", "pharmacy_refills", "sop_tools"} <= set(flow_run["tags"])
 
-    export = cli.home / "exports" / run_id
+    export = demo.home / "exports" / run_id
     outer = json.loads((export / "metadata.json").read_text())["stats"]
     inner = json.loads((export / "pharmacy_refills" / "metadata.json").read_text())["stats"]
     assert outer["mean_expected_calls"] == inner["mean_expected_calls"] > 0

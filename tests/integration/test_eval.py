@@ -24,7 +24,7 @@ from cli_support import ROOT, SOPFORGE, quiet_env
 from eval_agents import Truth, responder
 from sopforge.llm.testserver import FakeLLMServer
 
-pytestmark = [pytest.mark.prefect, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.prefect, pytest.mark.timeout(1800), pytest.mark.xdist_group("eval")]  # one module demo
 
 
 class Demo:

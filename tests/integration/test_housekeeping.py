@@ -24,8 +24,8 @@ def one_error_line(result) -> str:
 
 def test_delete_refuses_to_break_lineage_prune_keeps_what_is_used_and_files_go_too(cli, tmp_path):
     first = json.loads(cli("generate", THEME_FILE, "--family", "sop_tools", "--json").stdout)
-    second = json.loads(cli("generate", THEME_FILE, "--family", "sop_tools", "--json").stdout)  # reuses all of the first
-    assert {s["status"] for s in second["stages"]} == {"reused"}
+    second = json.loads(cli("generate", THEME_FILE, "--family", "sop_tools", "--json").stdout)  # reuses the first
+    assert {s["status"] for s in second["stages"] if s["stage"] != "package"} == {"reused"}  # package: its own export
     unrecorded = tmp_path / "unrecorded.yaml"
     unrecorded.write_text(f"theme: a theme nobody recorded\nslug: unrecorded\nprovider: replay\n"
                           f"recordings: {ROOT / 'examples/recordings/pharmacy_refills'}\n")
@@ -45,11 +45,12 @@ def test_delete_refuses_to_break_lineage_prune_keeps_what_is_used_and_files_go_t
     assert pruned["runs"] == [failed] and pruned["kept"] == {}
 
     dry = json.loads(cli("runs", "delete", first["run_id"], second["run_id"], "--dry-run", "--json").stdout)
-    assert dry["rows"]["artifacts"] == 10 and dry["files"] == [] and export.is_dir()
+    assert dry["rows"]["artifacts"] == 11 and dry["files"] == [] and export.is_dir()  # 10 + the second's package
     deleted = json.loads(cli("runs", "delete", first["run_id"], second["run_id"], "--json").stdout)
     assert sorted(deleted["runs"]) == sorted([first["run_id"], second["run_id"]])
-    assert str(export) in deleted["files"] and str(dataset) in deleted["files"]
-    assert not export.exists() and not dataset.exists()
+    second_export = cli.home / "exports" / second["run_id"]
+    assert {str(export), str(second_export), str(dataset)} <= set(deleted["files"])
+    assert not export.exists() and not second_export.exists() and not dataset.exists()
     with duckdb.connect(str(cli.home / "sopforge.duckdb"), read_only=True) as con:
         assert {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES} == dict.fromkeys(TABLES, 0)
     assert "no run" in cli("runs", "prune", "--status", "failed").stdout

@@ -33,7 +33,7 @@ import pytest
 from cli_support import ROOT, SOPFORGE, free_port, quiet_env, wait_healthy
 from sopforge.families import plan
 
-pytestmark = pytest.mark.prefect
+pytestmark = [pytest.mark.prefect, pytest.mark.xdist_group("topology")]  # one worker builds the topology
 
 
 def _pg_bin() -> Path:

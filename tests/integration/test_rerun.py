@@ -31,9 +31,10 @@ def test_rerun_from_a_stage_with_feedback_pays_only_for_that_stage(cli):
     statuses = {s["stage"]: s["status"] for s in summary["stages"]}
     assert statuses["context"] == statuses["schema"] == "reused"
     assert statuses["sop"] == "generated"
-    # The scripted model answers with the same SOP, so nothing downstream changes and all of it is reused.
-    downstream = ("api_graph", "dataset", "tools", "reference", "distractors", "manipulations", "package")
-    assert {statuses[s] for s in downstream} == {"reused"}
+    # The scripted model answers with the same SOP, so nothing downstream changes and all of it is reused;
+    # the package is written again, under this run's own export folder.
+    downstream = ("api_graph", "dataset", "tools", "reference", "distractors", "manipulations")
+    assert {statuses[s] for s in downstream} == {"reused"} and statuses["package"] == "generated"
     assert summary["llm_calls"] == 1 and len(new_requests) == 1
     assert FEEDBACK in prompt_text(new_requests[0].json, "openai")
     with duckdb.connect(str(cli.home / "sopforge.duckdb"), read_only=True) as con:

@@ -51,6 +51,7 @@ def finished(proc: subprocess.Popen) -> tuple[int, dict, str]:
     return proc.returncode, json.loads(out) if proc.returncode == 0 else {}, err
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_two_generates_on_one_home_share_one_prefect_server_and_both_complete(home):
     first, second = sopforge(home, "generate", DEMO, "--json"), sopforge(home, "generate", DEMO, "--json")
@@ -73,5 +74,32 @@ def test_two_generates_on_one_home_share_one_prefect_server_and_both_complete(ho
     # A later command reuses the same server: no second start-up.
     code, rerun, err = finished(sopforge(home, "rerun", run_a["run_id"], "--json"))
     assert code == 0, err
-    assert rerun["llm_calls"] == 0 and {s["status"] for s in rerun["stages"]} == {"reused"}
+    assert rerun["llm_calls"] == 0
+    assert {s["status"] for s in rerun["stages"] if not s["stage"].endswith("package")} == {"reused"}
     assert json.loads((home / "prefect" / "server.json").read_text())["pid"] == server["pid"]
+
+
+@pytest.mark.slow
+def test_the_starting_command_points_prefect_at_the_server_before_it_answers(home, monkeypatch):
+    """The command that starts the home's server chooses its port, so it can import Prefect (and do the
+    rest of its start-up) while the server comes up, and waits only before the flow run."""
+    from sopforge.orchestration import prefect_env
+    from sopforge.orchestration.prefect_server import healthy
+    from sopforge.settings import Settings
+
+    # Whatever begin_prefect sets in this process's environment is undone after the test.
+    for key in {*prefect_env._QUIET_DEFAULTS, "PREFECT_API_URL", "PREFECT_HOME",
+                *(k for k in os.environ if k.startswith("PREFECT_"))}:
+        monkeypatch.setenv(key, "")
+        monkeypatch.delenv(key)
+    monkeypatch.setattr(prefect_env, "_early_url", None)
+    monkeypatch.setenv("SOPFORGE_PREFECT_IDLE_SECONDS", "30")
+    settings = Settings(home=home)
+    prefect_env.begin_prefect(settings)
+    url = os.environ["PREFECT_API_URL"]
+    assert url.startswith("http://127.0.0.1:") and not healthy(url)  # set before the server answers
+    assert prefect_env.configure_prefect(settings, shared_server=True).startswith(
+        f"Prefect server at {url.removesuffix('/api')}")  # no wait, no other server
+    prefect_env.ready_prefect(settings)
+    assert healthy(url)
+    assert json.loads((home / "prefect" / "server.json").read_text())["api_url"] == url

@@ -15,12 +15,15 @@ from typing import Any
 
 import pandas as pd
 
+from sopforge.sandbox.channel import nests_deeper
+
 __all__ = ["REQUIRED_FILES", "TEST_FILES", "REFERENCE_FILE", "FolderContents", "ToolSpecView", "load_folder",
            "read_text", "spec_views"]
 
 TEST_FILES = ("test_set.csv", "test_set_with_outputs.csv")  # the harness prefers test_set.csv
 REQUIRED_FILES = ("sop.txt", "toolspecs.json", "tools.py", "metadata.json")
 REFERENCE_FILE = "reference_procedure.py"
+MAX_JSON_DEPTH = 64
 
 
 @dataclass
@@ -139,6 +142,18 @@ def _load_csv(contents: FolderContents, path: Path) -> None:
         contents.csv_error = f"pandas cannot read {path.name}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
 
 
+def _load_json(path: Path) -> Any:
+    """JSON of a published file, refused when nested beyond what any spec needs: schemas are
+    walked recursively by the checks (and by jsonschema), so depth is a host-side hazard."""
+    try:
+        value = json.loads(read_text(path))
+    except RecursionError:
+        raise ValueError(f"it nests deeper than {MAX_JSON_DEPTH} levels") from None
+    if nests_deeper(value, MAX_JSON_DEPTH):
+        raise ValueError(f"it nests deeper than {MAX_JSON_DEPTH} levels")
+    return value
+
+
 def load_folder(path: Path) -> FolderContents:
     """Read every SOP-Bench file of ``path`` that exists; never raises for bad content."""
     contents = FolderContents(path=path)
@@ -150,14 +165,14 @@ def load_folder(path: Path) -> FolderContents:
             contents.sop_error = str(exc)
     if "metadata.json" in contents.present:
         try:
-            contents.metadata = json.loads(read_text(path / "metadata.json"))
-        except (OSError, ValueError, RecursionError) as exc:  # RecursionError: nested beyond Python's stack
+            contents.metadata = _load_json(path / "metadata.json")
+        except (OSError, ValueError) as exc:
             contents.metadata_error = f"metadata.json does not parse: {str(exc)[:200]}"
     if "toolspecs.json" in contents.present:
         try:
-            contents.toolspecs = json.loads(read_text(path / "toolspecs.json"))
+            contents.toolspecs = _load_json(path / "toolspecs.json")
             contents.specs, contents.dropped_specs = spec_views(contents.toolspecs)
-        except (OSError, ValueError, RecursionError) as exc:
+        except (OSError, ValueError) as exc:
             contents.toolspecs_error = f"toolspecs.json does not parse: {str(exc)[:200]}"
     contents.csv_name = next((n for n in TEST_FILES if n in contents.present), None)
     if contents.csv_name:

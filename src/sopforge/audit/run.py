@@ -76,9 +76,25 @@ def audit_folder(path: Path, *, run: bool = True, reference: Path | None = None,
 
 def _audit(report: AuditReport, snapshot: StagedFolder, *, run: bool, reference: Path | None,
            reference_source: str | None, limits: SandboxLimits | None) -> None:
+    """Every check, in order; a check that breaks on the folder's data fails the audit with one line."""
+    try:
+        _checks(report, snapshot, run=run, reference=reference, reference_source=reference_source, limits=limits)
+    except UserError:
+        raise
+    except Exception as err:  # noqa: BLE001 - the folder is hostile data: a finding, never a traceback
+        report.checks.append(check(
+            "audit.completes", False,
+            f"the audit stopped on this folder's data ({type(err).__name__}: {str(err)[:160]}); the checks "
+            "after it did not run and the folder is not verified", error=type(err).__name__))
+        report.skipped.append(SkippedCheck(name="audit", reason="the remaining checks did not run (audit.completes)"))
+
+
+def _checks(report: AuditReport, snapshot: StagedFolder, *, run: bool, reference: Path | None,
+            reference_source: str | None, limits: SandboxLimits | None) -> None:
     started = time.perf_counter()
     c = load_folder(snapshot.root)
-    checks: list[CheckResult] = [check_staging(snapshot)]
+    checks = report.checks  # filled in place, so a later failure keeps what was found before it
+    checks.append(check_staging(snapshot))
     checks += check_files(c)
     checks += check_metadata(c)
     checks += check_csv(c)
@@ -100,7 +116,6 @@ def _audit(report: AuditReport, snapshot: StagedFolder, *, run: bool, reference:
         checks += ext
     report.timings["static"] = round(time.perf_counter() - started, 3)
     report.stats = _stats(c)
-    report.checks = checks
     if not run:
         report.skipped.append(SkippedCheck(name="runtime", reason="runtime checks disabled (run=False / --no-run)"))
         return

@@ -47,6 +47,13 @@ app.add_typer(review.review_app, name="review")
 
 
 def main() -> None:
+    """The ``sopforge`` command (the console script and ``python -m sopforge.cli.app``)."""
+    from sopforge.store import linger_reads
+
+    # A command's reads come in bursts (a reused stage or `show` makes dozens): one DuckDB connection
+    # per burst, not per read. Only here, for the command's own process: library users and tests
+    # that call the app in-process keep a connection per operation.
+    linger_reads()
     app()
 
 

@@ -208,6 +208,36 @@ def print_summary(summary: dict[str, Any]) -> None:
     out.print(f"  {summary['database']}   plain SQL: runs, stage_runs, artifacts, artifact_edges, llm_calls, validations, task_expectations")
 
 
+def _terminate(signum, frame) -> None:
+    from sopforge.orchestration.lifecycle import Terminated
+
+    raise Terminated()
+
+
+def _on_sigterm(handler):
+    """Install ``handler`` for SIGTERM (a run's process is stopped as Ctrl-C stops it); the previous one."""
+    import signal
+
+    try:
+        return signal.signal(signal.SIGTERM, handler if handler is not None else signal.SIG_DFL)
+    except ValueError:  # not the main thread: leave signals to whoever owns it
+        return None
+
+
+def _interrupted(store: Store, run_id: str, stop: BaseException) -> None:
+    """Record a run stopped by SIGINT or SIGTERM as interrupted and raise the one-line error that says
+    how to resume it (any other BaseException goes on as it is)."""
+    from sopforge.errors import Interrupted
+    from sopforge.orchestration.lifecycle import interruption, stop_signal
+
+    signal_name = stop_signal(stop)
+    if signal_name is None:
+        raise stop
+    store.record_interruption(run_id, interruption(run_id, signal_name))  # when stopped outside the flow
+    raise Interrupted(f"run {run_id} interrupted by {signal_name}; its finished stages are kept: resume it with "
+                      f"`{_command_name()} rerun {run_id}`", signal_name=signal_name) from None
+
+
 @handle_errors
 def generate(
     theme_file: Optional[Path] = typer.Argument(None, help="Theme YAML file, e.g. examples/themes/pharmacy_refills.yaml."),
@@ -243,15 +273,16 @@ def generate(
 
     started = time.monotonic()
     settings = load_settings(home=home)
+    from sopforge.store import Store
+
+    store = Store(settings.db_path)
+    store.verify()  # a damaged store is one line at once: before the families load or a server starts
     from sopforge.run_request import resolve_spec, run_config
 
     spec, base_dir = resolve_spec(theme_file, theme, {
         "provider": provider, "model": model, "base_url": base_url, "temperature": temperature, "slug": slug,
         "rows": rows, "review": review, "families": family or None, "max_cost": max_cost, "batch": batch},
         add_gates=gate, remove_gates=no_gate, waivers=parse_waivers(waive))
-    from sopforge.store import Store
-
-    store = Store(settings.db_path)
     store.check_writable()
     store.mark_interrupted()  # runs whose process was killed stop looking 'running' in plain SQL too
     config = run_config(spec, base_dir, settings)  # checks every provider can be built
@@ -316,8 +347,8 @@ def execute_run(store: Store, settings: Settings, spec: ThemeSpec, config: dict[
     """
     from sopforge.errors import NeedsReview, UserError
     from sopforge.orchestration import executor
-    from sopforge.orchestration.flows import load_flow
-    from sopforge.orchestration.prefect_env import configure_prefect
+    from sopforge.orchestration.flows import import_engine, load_flow
+    from sopforge.orchestration.prefect_env import configure_prefect, ready_prefect
     from sopforge.orchestration.prefect_server import lease
     from sopforge.sandbox.boundary import ensure_available as ensure_sandbox
 
@@ -334,7 +365,9 @@ def execute_run(store: Store, settings: Settings, spec: ThemeSpec, config: dict[
     estimate = estimate_run(spec, settings, default_registry(settings), store)
     if estimate.billed or spec.max_cost is not None:
         err.print(estimate.line(spec.max_cost), markup=False, highlight=False)
-    flow = load_flow("generate_domain", settings)
+    flow = load_flow("generate_domain", settings)  # imports Prefect, while a server just started comes up
+    import_engine()
+    ready_prefect(settings)  # the only wait for it: everything above overlapped its start-up
     run_id = store.create_run(spec.theme, spec.slug, config)
     progress = _Progress(quiet=as_json, stages=len(spec.plan().stages), expected_calls=estimate.calls)
     executor.add_listener(progress)
@@ -343,14 +376,18 @@ def execute_run(store: Store, settings: Settings, spec: ThemeSpec, config: dict[
 
     from sopforge.run_request import run_tags
 
+    previous = _on_sigterm(_terminate)
     try:
         # The tags make the Prefect runs list show which theme and families a run is.
         with lease(settings.prefect_home), tags(*run_tags(spec)):
             flow(run_id=run_id, home=str(settings.home))
     except Exception as error:  # reported after the summary of what did complete
         failure = error
+    except BaseException as stop:  # Ctrl-C or SIGTERM: stored as interrupted, with the way to resume
+        _interrupted(store, run_id, stop)
     finally:
         executor.remove_listener(progress)
+        _on_sigterm(previous)
     run = store.get_run(run_id)
     if run.status == "needs_review":
         # A gate stopped the run. Prefect may report that as a failure of its own (a pause that

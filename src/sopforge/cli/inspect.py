@@ -18,8 +18,12 @@ if TYPE_CHECKING:  # the store (DuckDB) and the families load when a command run
     from sopforge.store import Store
 
 
-def existing_store(home: Path | None) -> tuple[Settings, Store]:
+def existing_store(home: Path | None, *, mark_interrupted: bool = True) -> tuple[Settings, Store]:
     """Settings and store of ``home``, for commands that only make sense once a run exists.
+
+    A run whose process is gone is recorded as ``interrupted`` on the way (a write only when there
+    is one), so plain SQL agrees with what the commands show from the first command after a kill on;
+    ``mark_interrupted=False`` leaves that to the caller (one that verifies the file first).
 
     Raises:
         UserError: There is no database yet.
@@ -30,7 +34,13 @@ def existing_store(home: Path | None) -> tuple[Settings, Store]:
     settings = load_settings(home=home)
     if not settings.db_path.exists():
         raise UserError(f"no sopforge database at {settings.db_path}: run `make demo` or `sopforge generate` first, or set SOPFORGE_HOME")
-    return settings, Store(settings.db_path)
+    store = Store(settings.db_path)
+    if mark_interrupted:
+        try:
+            store.mark_interrupted()
+        except UserError:
+            pass  # read-only or damaged: the command's own reads say so, or still show the run interrupted
+    return settings, store
 
 
 def _stage_detail(store: Store, run_id: str, stage: str) -> dict[str, Any]:

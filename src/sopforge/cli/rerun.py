@@ -57,7 +57,8 @@ def rerun(
     from sopforge.theme import build_spec
 
     started = time.monotonic()
-    settings, store = existing_store(home)
+    settings, store = existing_store(home, mark_interrupted=False)
+    store.verify()  # a damaged store is one line now, before anything is written or a server starts
     store.mark_interrupted()
     previous = store.get_run(run)
     spec = build_spec(previous.config["spec"], source=f"the configuration of run {previous.id}")

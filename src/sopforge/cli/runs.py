@@ -100,7 +100,6 @@ def delete(
     Refused when another run reused or was built from their artifacts: name both runs to delete them together.
     """
     settings, store = existing_store(home)
-    store.mark_interrupted()
     ids = list(dict.fromkeys(store.get_run(r).id for r in run))
     _report(settings, store.delete_runs(ids, dry_run=dry_run, force=force), dry_run=dry_run, as_json=as_json)
 
@@ -125,6 +124,5 @@ def prune(
     if older_than is not None and older_than < 0:
         raise UserError(f"--older-than {older_than:g} is negative: give a number of days such as 7")
     settings, store = existing_store(home)
-    store.mark_interrupted()
     before = datetime.now(timezone.utc) - timedelta(days=older_than) if older_than is not None else None
     _report(settings, store.prune(status, before=before, dry_run=dry_run), dry_run=dry_run, as_json=as_json)

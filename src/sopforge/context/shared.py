@@ -7,7 +7,7 @@ from typing import Any
 from sopforge.context import stage as context_stage
 from sopforge.context.checks import check_context
 from sopforge.context.model import BusinessContext
-from sopforge.families import EditSpec, StageSpec
+from sopforge.families.protocol import EditSpec, StageSpec
 
 __all__ = ["SHARED_STAGES", "context_markdown"]
 

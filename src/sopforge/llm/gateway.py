@@ -136,13 +136,26 @@ class Gateway:
         if self.ledger is None:
             return self._call(request, request_hash)
         # Concurrent identical requests wait for the first one and then hit the cache, so a
-        # parallel fan-out can never pay twice for the same answer.
+        # parallel fan-out can never pay twice for the same answer; the ledger's claim does the
+        # same across processes (a resumed run, a concurrent run of the same theme).
         with self._single_flight(request_hash):
             cached = self.ledger.cached_response(request_hash)
-            if cached is not None and cached.error is None and cached.response is not None:
+            if _answered(cached):
                 self._count(cache_hits=1)
                 return _from_record(cached)
-            return self._call(request, request_hash)
+            claim = getattr(self.ledger, "claim", None)
+            if claim is None:
+                return self._call(request, request_hash)
+            with claim(request_hash, max_wait=self._longest_call()) as answered:
+                if _answered(answered):
+                    self._count(cache_hits=1)
+                    return _from_record(answered)
+                return self._call(request, request_hash)
+
+    def _longest_call(self) -> float:
+        """Seconds one call may take with every retry (a claim older than this is abandoned)."""
+        s = self.settings
+        return s.request_timeout_seconds * (s.max_retries + 1) + s.backoff_max_seconds * s.max_retries
 
     # -- one logical call ----------------------------------------------------------------
     def _call(self, request: LLMRequest, request_hash: str) -> LLMResponse:
@@ -342,6 +355,10 @@ class Gateway:
                 entry[1] -= 1
                 if entry[1] == 0:
                     del self._flights[key]
+
+
+def _answered(record: LLMCallRecord | None) -> bool:
+    return record is not None and record.error is None and record.response is not None
 
 
 def _from_record(record: LLMCallRecord) -> LLMResponse:

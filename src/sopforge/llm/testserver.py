@@ -17,6 +17,10 @@ Like the real APIs it also
 - serves both batch APIs (``sopforge.llm.testserver_batches``): OpenAI's files + batches,
   Anthropic's message batches.
 
+This module is the HTTP server; what goes over the wire (actions, completion and error bodies) is
+``sopforge.llm.testserver_wire`` and the accounting (prompt cache, quota) is
+``sopforge.llm.testserver_emulation``. Their public names are re-exported here.
+
 Example:
     >>> with FakeLLMServer() as server:
     ...     server.enqueue(status(429, retry_after=1), reply("hello"))
@@ -29,288 +33,23 @@ import json
 import threading
 import time
 from collections import deque
-from datetime import datetime, timezone
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Literal
+from typing import Any
 
-WireProtocol = Literal["anthropic", "openai"]
+from sopforge.llm.testserver_batches import BatchBackend
+from sopforge.llm.testserver_emulation import MIN_CACHEABLE_TOKENS, PromptCache, Quota, RateLimit
+from sopforge.llm.testserver_wire import (Action, ReceivedRequest, WireProtocol, completion_body, drop, error_body,
+                                          estimate_tokens, malformed, prompt_blocks, reply, request_text, slow,
+                                          status)
+
+__all__ = ["Action", "FakeLLMServer", "MIN_CACHEABLE_TOKENS", "PromptCache", "RateLimit", "ReceivedRequest",
+           "Responder", "WireProtocol", "completion_body", "drop", "error_body", "malformed", "prompt_blocks",
+           "reply", "slow", "status"]
+
 # A responder returns the reply text, or an Action (e.g. testserver_agents.tool_reply: tool calls).
 Responder = Callable[[dict[str, Any], str], "str | Action"]
-
-
-@dataclass(frozen=True)
-class Action:
-    """One scripted reaction to one request; build it with the helper functions below."""
-
-    kind: Literal["reply", "status", "slow", "drop", "malformed"]
-    text: str = ""
-    status: int = 200
-    seconds: float = 0.0
-    headers: dict[str, str] = field(default_factory=dict)
-    message: str | None = None
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    cached_tokens: int = 0
-    body: str = ""
-    tool_calls: tuple[tuple[str, dict[str, Any] | str], ...] = ()  # (name, arguments or raw arguments text)
-
-
-def reply(text: str, *, input_tokens: int | None = None, output_tokens: int | None = None,
-          cached_tokens: int = 0) -> Action:
-    """A 200 with a well-formed completion whose text is ``text``.
-
-    Token counts default to ``len(chars) // 4`` of the request and the reply.
-    """
-    return Action("reply", text=text, input_tokens=input_tokens, output_tokens=output_tokens,
-                  cached_tokens=cached_tokens)
-
-
-def status(code: int, *, retry_after: float | str | None = None, retry_after_ms: float | None = None,
-           message: str | None = None) -> Action:
-    """An error response with the protocol's error body and optional retry headers."""
-    headers: dict[str, str] = {}
-    if retry_after is not None:
-        headers["retry-after"] = str(retry_after)
-    if retry_after_ms is not None:
-        headers["retry-after-ms"] = str(retry_after_ms)
-    return Action("status", status=code, headers=headers, message=message)
-
-
-def slow(seconds: float, text: str = "slow reply") -> Action:
-    """Wait ``seconds`` before replying (exercises client timeouts and concurrency)."""
-    return Action("slow", text=text, seconds=seconds)
-
-
-def drop() -> Action:
-    """Close the connection after reading the request, without any HTTP response."""
-    return Action("drop")
-
-
-def malformed(body: str = "<html>upstream proxy hiccup</html>") -> Action:
-    """A 200 whose body is not JSON."""
-    return Action("malformed", body=body)
-
-
-@dataclass
-class ReceivedRequest:
-    """What the server saw: used by tests to count HTTP attempts and inspect payloads."""
-
-    protocol: WireProtocol
-    path: str
-    headers: dict[str, str]
-    json: dict[str, Any] | None
-
-
-_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-                404: "not_found_error", 408: "timeout_error", 413: "request_too_large",
-                429: "rate_limit_error", 529: "overloaded_error"}
-
-
-def _estimate_tokens(text: str) -> int:
-    return max(1, len(text) // 4) if text else 0
-
-
-def _blocks(content: Any) -> list[dict[str, Any]]:
-    """A message's or system prompt's content as text blocks (a plain string is one block)."""
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    return [b for b in content or [] if isinstance(b, dict)]
-
-
-def prompt_blocks(body: dict[str, Any]) -> list[tuple[str, bool]]:
-    """(text, cache breakpoint after it) of every block the model reads, in order."""
-    out = [(b.get("text", ""), "cache_control" in b) for b in _blocks(body.get("system"))]
-    for message in body.get("messages") or []:
-        head = f"\n[{message.get('role')}]\n"
-        for block in _blocks(message.get("content")):
-            out.append((head + str(block.get("text", "")), "cache_control" in block))
-            head = ""
-    return out
-
-
-def _request_text(body: dict[str, Any]) -> str:
-    return "".join(text for text, _ in prompt_blocks(body))
-
-
-MIN_CACHEABLE_TOKENS = 1024  # both providers' smallest cacheable prefix (Sonnet/Opus; GPT-4o family)
-
-
-class PromptCache:
-    """Both providers' prompt-cache accounting over the prompts one server has seen."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._openai: list[str] = []
-        self._anthropic: set[str] = set()
-
-    def openai(self, text: str) -> int:
-        """Cached tokens: the longest prefix shared with an earlier prompt, in steps of 128 from 1024."""
-        with self._lock:
-            best = max((_common_prefix(text, seen) for seen in self._openai), default=0)
-            self._openai.append(text)
-        tokens = best // 4
-        return 0 if tokens < MIN_CACHEABLE_TOKENS else tokens - tokens % 128
-
-    def anthropic(self, blocks: list[tuple[str, bool]]) -> tuple[int, int]:
-        """(read, written) tokens: each breakpoint's prefix is read when cached, else written."""
-        read = written = 0
-        prefix = ""
-        with self._lock:
-            for text, breakpoint in blocks:
-                prefix += text
-                tokens = _estimate_tokens(prefix)
-                if not breakpoint or tokens < MIN_CACHEABLE_TOKENS:
-                    continue
-                if prefix in self._anthropic:
-                    read, written = tokens, 0
-                else:
-                    self._anthropic.add(prefix)
-                    written = tokens - read
-        return read, written
-
-
-def _common_prefix(a: str, b: str) -> int:
-    n = min(len(a), len(b))
-    if a[:n] == b[:n]:
-        return n
-    lo, hi = 0, n  # binary search on the length of the equal prefix
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[:mid] == b[:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-def completion_body(protocol: str, request: dict[str, Any], action: Action, seq: int,
-                    cache: PromptCache | None = None) -> dict[str, Any]:
-    """The JSON a real server would return for a successful completion.
-
-    Token counts: the action's when scripted, else about four characters per token; cached
-    tokens: the action's when scripted, else what ``cache`` accounts.
-    """
-    model = request.get("model") or "fake-model"
-    tokens_in = action.input_tokens if action.input_tokens is not None else _estimate_tokens(_request_text(request))
-    text, cut = action.text, False
-    budget = request.get("max_tokens") or request.get("max_completion_tokens")
-    if isinstance(budget, int) and action.output_tokens is None and _estimate_tokens(text) > budget:
-        # Like the real APIs: an answer longer than max_tokens is cut there and says so.
-        text, cut = text[:budget * 4], True
-    tokens_out = action.output_tokens if action.output_tokens is not None else _estimate_tokens(text)
-    if protocol == "anthropic":
-        read, written = action.cached_tokens, 0
-        if cache is not None and not action.cached_tokens and action.input_tokens is None:
-            read, written = cache.anthropic(prompt_blocks(request))
-        content: list[dict[str, Any]] = [{"type": "text", "text": text}] if action.text or not action.tool_calls \
-            else []
-        content += [{"type": "tool_use", "id": f"toolu_{seq}_{i}", "name": name, "input": arguments}
-                    for i, (name, arguments) in enumerate(action.tool_calls)]
-        return {
-            "id": f"msg_fake_{seq}", "type": "message", "role": "assistant", "model": model,
-            "content": content,
-            "stop_reason": "tool_use" if action.tool_calls else "max_tokens" if cut else "end_turn",
-            "stop_sequence": None,
-            # Anthropic's input_tokens counts only what was neither read from nor written to the cache.
-            "usage": {"input_tokens": max(0, tokens_in - read - written), "output_tokens": tokens_out,
-                      "cache_read_input_tokens": read, "cache_creation_input_tokens": written},
-        }
-    cached = action.cached_tokens
-    if cache is not None and not cached and action.input_tokens is None:
-        cached = min(tokens_in, cache.openai(_request_text(request)))
-    message: dict[str, Any] = {"role": "assistant", "content": text if action.text or not action.tool_calls
-                               else None}
-    if action.tool_calls:
-        message["tool_calls"] = [{"id": f"call_{seq}_{i}", "type": "function", "function": {
-            "name": name, "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments)}}
-            for i, (name, arguments) in enumerate(action.tool_calls)]
-    return {
-        "id": f"chatcmpl-fake-{seq}", "object": "chat.completion", "created": int(time.time()), "model": model,
-        "choices": [{"index": 0, "message": message,
-                     "finish_reason": "tool_calls" if action.tool_calls else "length" if cut else "stop",
-                     "logprobs": None}],
-        "usage": {"prompt_tokens": tokens_in, "completion_tokens": tokens_out,
-                  "total_tokens": tokens_in + tokens_out,
-                  "prompt_tokens_details": {"cached_tokens": cached}},
-    }
-
-
-@dataclass(frozen=True)
-class RateLimit:
-    """The quota the fake server enforces (per minute, like both real APIs)."""
-
-    requests_per_minute: int = 100_000
-    tokens_per_minute: int = 100_000_000
-
-
-class _Quota:
-    """Token buckets for requests and tokens: refilled continuously, limit per minute."""
-
-    def __init__(self, limit: RateLimit):
-        self.limit = limit
-        self._lock = threading.Lock()
-        self._requests, self._tokens = float(limit.requests_per_minute), float(limit.tokens_per_minute)
-        self._at = time.monotonic()
-        self.rejected = 0
-
-    def _refill(self) -> None:
-        now = time.monotonic()
-        self._requests = min(self.limit.requests_per_minute,
-                             self._requests + (now - self._at) * self.limit.requests_per_minute / 60)
-        self._tokens = min(self.limit.tokens_per_minute,
-                           self._tokens + (now - self._at) * self.limit.tokens_per_minute / 60)
-        self._at = now
-
-    def admit(self, tokens: int) -> float:
-        """0 when the request fits (and is counted), else the seconds until it would."""
-        with self._lock:
-            self._refill()
-            tokens = min(tokens, self.limit.tokens_per_minute)
-            if self._requests >= 1 and self._tokens >= tokens:
-                self._requests -= 1
-                self._tokens -= tokens
-                return 0.0
-            self.rejected += 1
-            wait_requests = (1 - self._requests) * 60 / self.limit.requests_per_minute
-            wait_tokens = (tokens - self._tokens) * 60 / self.limit.tokens_per_minute
-            return max(wait_requests, wait_tokens, 0.001)
-
-    def headers(self, protocol: str) -> dict[str, str]:
-        with self._lock:
-            self._refill()
-            requests, tokens = int(self._requests), int(self._tokens)
-        limit = self.limit
-        reset_requests = (limit.requests_per_minute - requests) * 60 / limit.requests_per_minute
-        reset_tokens = (limit.tokens_per_minute - tokens) * 60 / limit.tokens_per_minute
-        if protocol == "anthropic":
-            def at(seconds: float) -> str:
-                return datetime.fromtimestamp(time.time() + seconds, timezone.utc).isoformat().replace("+00:00", "Z")
-            return {"anthropic-ratelimit-requests-limit": str(limit.requests_per_minute),
-                    "anthropic-ratelimit-requests-remaining": str(requests),
-                    "anthropic-ratelimit-requests-reset": at(reset_requests),
-                    "anthropic-ratelimit-input-tokens-limit": str(limit.tokens_per_minute),
-                    "anthropic-ratelimit-input-tokens-remaining": str(tokens),
-                    "anthropic-ratelimit-input-tokens-reset": at(reset_tokens),
-                    "anthropic-ratelimit-tokens-limit": str(limit.tokens_per_minute),
-                    "anthropic-ratelimit-tokens-remaining": str(tokens),
-                    "anthropic-ratelimit-tokens-reset": at(reset_tokens)}
-        return {"x-ratelimit-limit-requests": str(limit.requests_per_minute),
-                "x-ratelimit-remaining-requests": str(requests),
-                "x-ratelimit-reset-requests": f"{reset_requests:.3f}s",
-                "x-ratelimit-limit-tokens": str(limit.tokens_per_minute),
-                "x-ratelimit-remaining-tokens": str(tokens),
-                "x-ratelimit-reset-tokens": f"{reset_tokens:.3f}s"}
-
-
-def error_body(protocol: str, code: int, message: str) -> dict[str, Any]:
-    """The JSON error envelope each API uses."""
-    kind = _ERROR_TYPES.get(code, "api_error")
-    if protocol == "anthropic":
-        return {"type": "error", "error": {"type": kind, "message": message}}
-    return {"error": {"message": message, "type": kind, "param": None, "code": None}}
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -360,7 +99,7 @@ class _Handler(BaseHTTPRequestHandler):
             owner.service_seconds += time.perf_counter() - started
 
     def _act(self, owner: FakeLLMServer, protocol: str, body: dict[str, Any]) -> None:
-        wait = owner.quota.admit(_estimate_tokens(_request_text(body)))
+        wait = owner.quota.admit(estimate_tokens(request_text(body)))
         if wait:
             headers = {**owner.quota.headers(protocol), "retry-after": str(max(1, round(wait))),
                        "retry-after-ms": str(int(wait * 1000))}
@@ -428,13 +167,11 @@ class FakeLLMServer:
 
     def __init__(self, responder: Responder | None = None, *, latency: float = 0.0,
                  rate_limit: RateLimit | None = None, batch_seconds: float = 0.0):
-        from sopforge.llm.testserver_batches import BatchBackend
-
         self.responder = responder
         self.latency = latency
         self.batch_seconds = batch_seconds
         self.batches = BatchBackend(self)
-        self.quota = _Quota(rate_limit or RateLimit())
+        self.quota = Quota(rate_limit or RateLimit())
         self.cache = PromptCache()
         self.requests: list[ReceivedRequest] = []
         self.max_in_flight = 0

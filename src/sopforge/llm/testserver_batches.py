@@ -24,6 +24,8 @@ from email.parser import BytesParser
 from email.policy import default as email_policy
 from typing import Any
 
+from sopforge.llm.testserver_wire import completion_body
+
 __all__ = ["FakeBatch", "BatchBackend"]
 
 
@@ -145,8 +147,6 @@ class BatchBackend:
         return 200, self._openai_view(job) if protocol == "openai" else self._anthropic_view(job)
 
     def _answer(self, job: FakeBatch) -> None:
-        from sopforge.llm.testserver import completion_body
-
         results = []
         for request in job.requests:
             action, seq = self.owner._next_action(request["body"], job.protocol)

@@ -169,7 +169,12 @@ class LLMClient(Protocol):
 
 
 class CallLedger(Protocol):
-    """Where the gateway records calls and looks up cached responses (the Store implements it)."""
+    """Where the gateway records calls and looks up cached responses (the Store implements it).
+
+    A ledger may also offer ``claim(request_hash, *, max_wait)``: a context manager held while the
+    request is sent, yielding the answer another holder recorded while this caller waited for it
+    (``sopforge.store.ledger``); the gateway uses it when present.
+    """
 
     def cached_response(self, request_hash: str) -> LLMCallRecord | None: ...
 

@@ -25,7 +25,8 @@ from sopforge.llm.types import sha256_json
 from sopforge.families import InputContext, StageSpec
 from sopforge.prompts import default_registry
 from sopforge.settings import Settings
-from sopforge.store import REUSABLE_STATUSES, ArtifactRecord, ArtifactWrite, Store
+from sopforge.checks import blocking_failures
+from sopforge.store import REUSABLE_STATUSES, ArtifactRecord, ArtifactWrite, ReviewWrite, Store
 from sopforge.theme import StageModelConfig, ThemeSpec
 
 
@@ -89,6 +90,9 @@ class _Ledger:
 
     def cached_response(self, request_hash: str):
         return None if self._fresh else self._store.cached_response(request_hash)
+
+    def claim(self, request_hash: str, *, max_wait: float):
+        return self._store.claim(request_hash, max_wait=max_wait, lookup=not self._fresh)
 
     def record_call(self, record) -> None:
         self.call_keys.append(record.call_key)
@@ -197,6 +201,9 @@ def execute_stage(run_id: str, stage: str, *, settings: Settings, force: bool = 
     _emit(stage, "started")
     reusable = None if forced else (previous_run_artifact(store, config, stage, parents)
                                     or store.find_reusable_artifact(stage, key))
+    carried = None  # a per-run stage's earlier artifact with these inputs: its approval carries over
+    if reusable is not None and definition.per_run and reusable.run_id != run_id:
+        carried, reusable = reusable, None
     if reusable is not None:
         store.record_reuse(run_id, stage, reusable.id, family=definition.family)
         outcome = StageOutcome(stage, reusable, reused=True, checks=store.validations_for(reusable.id))
@@ -244,6 +251,8 @@ def execute_stage(run_id: str, stage: str, *, settings: Settings, force: bool = 
     ))
     if rows is not None:
         write_parquet(rows, settings.home / "datasets" / f"{record.id}.parquet")
+    if carried is not None:
+        record = carry_approval(store, record, carried, result.checks)
     outcome = StageOutcome(stage, record, reused=False, checks=store.validations_for(record.id))
     if gateway is not None:
         stats = gateway.stats
@@ -252,6 +261,19 @@ def execute_stage(run_id: str, stage: str, *, settings: Settings, force: bool = 
         outcome.cached_tokens, outcome.cost_usd = stats.cached_tokens, stats.cost_usd
     _emit(stage, "finished", outcome)
     return outcome
+
+
+def carry_approval(store: Store, record: ArtifactRecord, earlier: ArtifactRecord, checks: list) -> ArtifactRecord:
+    """A per-run stage made again from the inputs of an approved artifact of an earlier run is
+    approved too (its reviewer saw the same content but for the run id), when its checks pass."""
+    if earlier.status != "approved" or record.status != "validated" or blocking_failures(checks):
+        return record
+    by = next((r.reviewer for r in reversed(store.reviews_for(earlier.id)) if r.decision in ("approve", "edit")), None)
+    store.record_review(ReviewWrite(
+        artifact_id=record.id, run_id=record.run_id, decision="approve", reviewer=by, source="auto",
+        comment=f"made from the same inputs as {earlier.id} of run {earlier.run_id}, approved there"))
+    store.set_artifact_status(record.id, "approved")  # a person's approval, carried: not the automatic gate's
+    return store.get_artifact(record.id)
 
 
 _warming: set[int] = set()

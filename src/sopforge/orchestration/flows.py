@@ -23,3 +23,11 @@ def load_flow(name: str, settings: Settings) -> "Flow":
     if not path.is_file():
         raise UserError(f"flow file {path} is missing: run sopforge from a complete checkout (SOPFORGE_PROJECT_ROOT)")
     return load_flow_from_entrypoint(f"{path}:{name}")
+
+
+def import_engine() -> None:
+    """Import what Prefect imports only when the first flow run starts (its engines; FastAPI's encoder
+    for the parameters: ~2 s here): called while a starting server comes up, it costs nothing there."""
+    import fastapi.encoders  # noqa: F401
+    import prefect.flow_engine  # noqa: F401
+    import prefect.task_engine  # noqa: F401

@@ -15,7 +15,9 @@ import os
 import urllib.request
 from pathlib import Path
 
-from sopforge.orchestration.prefect_server import shared_server_url, start_shared_server, wait_for_shared_server
+from sopforge.errors import SopforgeError
+from sopforge.orchestration.prefect_server import (hold_lease, shared_server_url, start_shared_server,
+                                                      wait_for_shared_server)
 from sopforge.settings import Settings
 
 UI_STATE_FILE = "ui-server.json"
@@ -54,12 +56,48 @@ def running_ui_api_url(settings: Settings, timeout: float = 1.0) -> str | None:
         return None
 
 
+def _prefect_defaults(settings: Settings) -> None:
+    for key, value in _QUIET_DEFAULTS.items():
+        os.environ.setdefault(key, value)
+    settings.prefect_home.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("PREFECT_HOME", str(settings.prefect_home))
+
+
+# The home server's URL this process pointed Prefect at before the server answered (begin_prefect);
+# ready_prefect checks that the server came up there.
+_early_url: str | None = None
+
+
 def begin_prefect(settings: Settings) -> None:
     """Start this home's shared Prefect server in the background if the command will need one and
-    none is reachable; returns at once, so the server comes up while the command does its own work."""
+    none is running, and point this process's Prefect at it at once; returns without waiting, so
+    the server comes up while the command does its own work (importing Prefect included).
+    :func:`ready_prefect` waits for it before the flow run starts."""
+    global _early_url
     if os.environ.get("PREFECT_API_URL") or running_ui_api_url(settings, timeout=0.3):
         return
-    start_shared_server(settings.prefect_home)
+    hold_lease(settings.prefect_home)  # before looking: a server about to stop for idleness stays up
+    # Only a server this call starts has a known future address; one already running is found (and
+    # checked) by configure_prefect, which takes no time when it answers.
+    url = start_shared_server(settings.prefect_home)
+    if url is not None:
+        _prefect_defaults(settings)
+        os.environ["PREFECT_API_URL"] = _early_url = url
+
+
+def ready_prefect(settings: Settings) -> None:
+    """Wait until the server :func:`begin_prefect` pointed Prefect at answers (no-op otherwise).
+
+    Raises:
+        SopforgeError: it did not come up, or came up at another address (a rare port clash:
+            Prefect was configured for the first one, so the command must start again).
+    """
+    if _early_url is None or os.environ.get("PREFECT_API_URL") != _early_url:
+        return
+    url = wait_for_shared_server(settings.prefect_home)
+    if url != _early_url:
+        raise SopforgeError(f"the Prefect server for {settings.prefect_home} came up at {url}, not at {_early_url} "
+                            "where this command expected it (its port was taken): run the command again")
 
 
 def configure_prefect(settings: Settings, *, shared_server: bool = False) -> str:
@@ -70,13 +108,16 @@ def configure_prefect(settings: Settings, *, shared_server: bool = False) -> str
     Args:
         shared_server: start this home's shared background server when none is running (and wait
             for it); without it, one already running is still used, else Prefect's ephemeral one.
+            After :func:`begin_prefect` pointed Prefect at the home's server this does not wait:
+            call :func:`ready_prefect` before the flow run.
     """
+    if _early_url is not None and os.environ.get("PREFECT_API_URL") == _early_url:
+        return f"Prefect server at {_early_url.removesuffix('/api')} (this home's, shared by its commands)"
     for key, value in _QUIET_DEFAULTS.items():
         os.environ.setdefault(key, value)
     if os.environ.get("PREFECT_API_URL"):
         return f"Prefect server at {os.environ['PREFECT_API_URL']}"
-    settings.prefect_home.mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("PREFECT_HOME", str(settings.prefect_home))
+    _prefect_defaults(settings)
     api_url = running_ui_api_url(settings)
     if api_url:
         os.environ["PREFECT_API_URL"] = api_url

@@ -7,8 +7,9 @@ Prefect starts this module as a detached process (``python -m sopforge.orchestra
 HOME``) which runs ``prefect server start`` on a free loopback port with the home's database and
 writes ``<home>/prefect/server.json`` once it is healthy; every later command of that home,
 concurrent or not, finds the file and reuses the server. A file lock makes sure only one process
-starts it. The command that starts it does not wait idle: it spawns the server first and does its
-own imports and checks while the server comes up.
+starts it. The command that starts it does not wait idle: it chooses the server's port itself,
+spawns the server, points Prefect at that port and does its own imports (Prefect's included) and
+checks while the server comes up; it waits only before the flow run starts.
 
 Commands hold a lease (``<home>/prefect/clients/<pid>``) while they use the server; the server
 stops itself when no lease has been held for ``SOPFORGE_PREFECT_IDLE_SECONDS`` (30 minutes), so it
@@ -17,6 +18,7 @@ never outlives its usefulness for long. ``sopforge ui`` shows this server's UI w
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import json
@@ -31,9 +33,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from sopforge.errors import SopforgeError
+from sopforge.orchestration.prefect_template import save_template, seed_database
 
-__all__ = ["SERVER_STATE_FILE", "healthy", "lease", "shared_server_url", "start_shared_server", "stop_process",
-           "wait_for_shared_server"]
+__all__ = ["SERVER_STATE_FILE", "healthy", "hold_lease", "lease", "shared_server_url", "start_shared_server",
+           "stop_process", "wait_for_shared_server"]
 
 SERVER_STATE_FILE = "server.json"
 DEFAULT_IDLE_SECONDS = 1800.0
@@ -89,30 +92,41 @@ def _locked(prefect_home: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def start_shared_server(prefect_home: Path) -> None:
+def start_shared_server(prefect_home: Path) -> str | None:
     """Start this home's background server unless one is running or starting; returns at once.
 
     The lock file is held by the starting server process itself until it is healthy (or gave
     up), so a second command that calls this meanwhile neither starts another one nor misses it.
+
+    Returns:
+        The API URL the server will answer on when this call started it (the port is chosen here,
+        so the caller can point Prefect at it and import it while the server comes up), else None.
     """
     if _server_alive(prefect_home):
-        return
+        return None
     prefect_home.mkdir(parents=True, exist_ok=True)
     with open(prefect_home / "server.lock", "w") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            return  # another command is starting it right now
+            return None  # another command is starting it right now
         if _server_alive(prefect_home):
-            return  # running (maybe slow to answer): wait for it rather than start a second one
+            return None  # running (maybe slow to answer): wait for it rather than start a second one
         (prefect_home / SERVER_STATE_FILE).unlink(missing_ok=True)
+        port = _free_port()
         # The child inherits the locked descriptor: the lock stays held until it closes it (healthy,
         # or given up), even after this process has closed its own copy.
         with open(prefect_home / "server.log", "ab") as log:
-            subprocess.Popen([sys.executable, "-m", "sopforge.orchestration.prefect_server", str(prefect_home)],
+            subprocess.Popen([sys.executable, "-m", "sopforge.orchestration.prefect_server", str(prefect_home),
+                              str(port)],
                              stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                              pass_fds=(handle.fileno(),),
                              env={**os.environ, "SOPFORGE_SERVER_LOCK_FD": str(handle.fileno())})
+    return _api_url(port)
+
+
+def _api_url(port: int) -> str:
+    return f"http://127.0.0.1:{port}/api"
 
 
 def wait_for_shared_server(prefect_home: Path, timeout: float = 180.0) -> str:
@@ -147,6 +161,17 @@ def _starting(prefect_home: Path) -> bool:
         return False
 
 
+def hold_lease(prefect_home: Path) -> None:
+    """Keep the background server alive until this process exits (see :func:`lease`): taken as soon
+    as a command decides to use the server, so it cannot stop for idleness while the command is
+    still starting up (seconds on a loaded machine) and vanish under the flow run."""
+    clients = prefect_home / "clients"
+    clients.mkdir(parents=True, exist_ok=True)
+    mine = clients / str(os.getpid())
+    mine.touch()
+    atexit.register(mine.unlink, missing_ok=True)
+
+
 @contextlib.contextmanager
 def lease(prefect_home: Path) -> Iterator[None]:
     """Keep the background server alive while the block runs (a file named after this process)."""
@@ -179,16 +204,17 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def serve(prefect_home: Path, idle_seconds: float) -> int:
+def serve(prefect_home: Path, idle_seconds: float, port: int | None = None) -> int:
     """Run the server until it has had no client for ``idle_seconds`` (the detached process's main)."""
     lock_fd = int(os.environ.pop("SOPFORGE_SERVER_LOCK_FD", "-1"))
-    port = _free_port()
-    api_url = f"http://127.0.0.1:{port}/api"
+    port = port or _free_port()
+    api_url = _api_url(port)
     env = {**os.environ, "PREFECT_HOME": str(prefect_home), "PREFECT_SERVER_API_HOST": "127.0.0.1",
            "PREFECT_SERVER_API_PORT": str(port), "PREFECT_UI_API_URL": api_url,
            "PREFECT_UI_URL": f"http://127.0.0.1:{port}", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
            "DO_NOT_TRACK": "1"}
     env.pop("PREFECT_API_URL", None)
+    new_database = not seed_database(prefect_home) and not (prefect_home / "prefect.db").exists()
     proc = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
                              "--port", str(port)], env=env, stdin=subprocess.DEVNULL)
     state = prefect_home / SERVER_STATE_FILE
@@ -209,6 +235,8 @@ def serve(prefect_home: Path, idle_seconds: float) -> int:
         if lock_fd >= 0:
             os.close(lock_fd)  # healthy: waiting commands may go on
             lock_fd = -1
+        if new_database:
+            save_template(prefect_home)  # the next new home's server skips the migrations
         last_client = time.monotonic()
         while proc.poll() is None and prefect_home.is_dir():  # a deleted home needs no server
             time.sleep(2)
@@ -239,4 +267,5 @@ def stop_process(proc: subprocess.Popen, grace: float = 20) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(serve(Path(sys.argv[1]), float(os.environ.get("SOPFORGE_PREFECT_IDLE_SECONDS", DEFAULT_IDLE_SECONDS))))
+    sys.exit(serve(Path(sys.argv[1]), float(os.environ.get("SOPFORGE_PREFECT_IDLE_SECONDS", DEFAULT_IDLE_SECONDS)),
+                   int(sys.argv[2]) if len(sys.argv) > 2 else None))

@@ -2,19 +2,23 @@
 
 Started by ``runner.py`` as ``python -s -P -B child.py`` inside the bubblewrap container of
 ``boundary.py``, with cwd = a read-only copy of the benchmark folder. Standard library only,
-and it never imports sopforge, so the interpreter holds nothing but the user's code and pandas.
+and it never imports sopforge, so the interpreter holds nothing but the user's code and pandas;
+what it does with the user's module (the ops, the tools channel) is in ``calls.py``.
 
 Before any user code, the child checks from the inside that the boundary is really there
 (uid, capabilities, ``no_new_privs``, seccomp, and every namespace different from the
 parent's, whose ids come with the payload) and refuses to go on if it is not.
 
-Protocol: one JSON payload on stdin; records on the *original* stdout, one per line, each
-``<nonce> <tag> <json>`` with tag H (hello: limits and the boundary as seen from inside),
-R (one finished group or call, streamed so a kill still leaves the completed prefix),
-V (guard violation), F (fatal: load error, memory limit, crash, no boundary) or E (end).
-Before user code runs, fd 1 is pointed at stderr, so ``print`` (and C-level writes) from user
-code land in stderr and cannot corrupt the stream. User code can still forge records (it
-shares the process): see ``guard.py`` for why that cannot turn a violation into a clean run.
+Protocol. Stdin is the parent's control pipe: an 8-byte length and the JSON payload, later one
+byte ``G`` (go) once the parent has checked the boundary from outside, and EOF once the parent
+has taken its last look at the child (peak memory, CPU time). Records go to the *original*
+stdout as frames (``channel.py``): a tag byte, a 4-byte length, a JSON body, with tag H (hello:
+limits and the boundary as seen from inside), R (one finished group or call, streamed so a kill
+still leaves the completed prefix), V (guard violation), F (fatal: load error, memory limit,
+crash, no boundary) or E (end). Before user code runs, fd 1 is pointed at stderr, so ``print``
+(and C-level writes) from user code land in stderr and cannot corrupt the stream. User code
+can still write frames (it shares the process); the parent therefore judges the run from what
+it observes itself and lets records only make a run worse (see ``outcome.py``).
 """
 
 from __future__ import annotations
@@ -31,23 +35,21 @@ import traceback
 
 EXIT_FATAL = 87
 _RESERVE_BYTES = 4 * 1024 * 1024
-
-
-class LoadError(Exception):
-    """The user module could not be imported or its Manager/function could not be set up."""
+_SIGPENDING = 64
 
 
 class Emitter:
-    """Writes framed records to a private duplicate of the original stdout.
+    """Writes framed records (tag, 4-byte big-endian length, body) to a private duplicate of stdout.
 
     ``posix.write`` is bound at creation: user code replacing ``os.write`` later changes nothing.
     """
 
-    def __init__(self, fd: int, nonce: str):
-        self.fd, self.prefix, self._write = fd, nonce.encode("ascii"), posix.write
+    def __init__(self, fd: int):
+        self.fd, self._write = fd, posix.write
 
     def __call__(self, tag: str, body: str) -> None:
-        view = memoryview(b"%s %s %s\n" % (self.prefix, tag.encode("ascii"), body.encode("utf-8")))
+        data = body.encode("utf-8")
+        view = memoryview(tag.encode("ascii") + len(data).to_bytes(4, "big") + data)
         while view:
             view = view[self._write(self.fd, view):]
 
@@ -60,6 +62,11 @@ def apply_limits(limits: dict) -> dict:
         resource.RLIMIT_FSIZE: (limits["file_size_bytes"],) * 2,
         resource.RLIMIT_CORE: (0, 0),
         resource.RLIMIT_NOFILE: (limits["open_files"],) * 2,
+        # Per-user counters of the kernel (queued signals, POSIX message queues, locked memory):
+        # tool code needs none, and with them at zero it cannot run its user's dry.
+        resource.RLIMIT_SIGPENDING: (_SIGPENDING,) * 2,
+        resource.RLIMIT_MSGQUEUE: (0, 0),
+        resource.RLIMIT_MEMLOCK: (0, 0),
     }
     applied = {res: _set_limit(res, soft, hard) for res, (soft, hard) in wanted.items()}
     # An oversized write should raise OSError(EFBIG) in user code rather than kill us silently.
@@ -68,10 +75,10 @@ def apply_limits(limits: dict) -> dict:
 
 
 def limit_processes(limits: dict) -> None:
-    """RLIMIT_NPROC, applied *after* preloading: pyarrow (pulled in by pandas) starts a thread
-    at import, and threads count against this per-user limit. (The kernel does not enforce it
-    when the sandbox user maps to root outside; the seccomp filter stops new processes.)"""
-    _set_limit(resource.RLIMIT_NPROC, limits["max_processes"], limits["max_processes"])
+    """RLIMIT_NPROC (every process and thread of the sandbox's unprivileged uid), applied after
+    preloading; the parent chose the value (the task cap itself is the pids cgroup, where there
+    is one)."""
+    _set_limit(resource.RLIMIT_NPROC, limits["nproc"], limits["nproc"])
 
 
 def _set_limit(res: int, soft: int, hard: int) -> int:
@@ -80,184 +87,6 @@ def _set_limit(res: int, soft: int, hard: int) -> int:
         soft, hard = min(soft, cur_hard), min(hard, cur_hard)
     resource.setrlimit(res, (soft, hard))
     return soft
-
-
-def load_module(sandbox_dir: str, entry: str):
-    """Import ``entry`` by path, as the SOP-Bench harness does."""
-    path = os.path.join(sandbox_dir, entry)
-    name = os.path.splitext(os.path.basename(entry))[0]
-    if name in sys.modules:  # never shadow a module the interpreter already holds (json.py, ...)
-        name = f"sandbox_{name}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise LoadError(f"cannot import {entry}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except MemoryError:
-        raise
-    except BaseException as exc:  # noqa: BLE001 - SystemExit at import time is a load error too
-        raise LoadError(f"importing {entry} raised {describe(exc, sandbox_dir)}") from None
-    return module
-
-
-def instantiate_manager(module, entry: str, sandbox_dir: str):
-    """Instantiate the alphabetically first public name ending in 'Manager', with no args."""
-    names = sorted(n for n in vars(module) if n.endswith("Manager") and not n.startswith("_"))
-    if not names:
-        raise LoadError(f"{entry} defines no public name ending in 'Manager'")
-    try:
-        return getattr(module, names[0])()
-    except MemoryError:
-        raise
-    except BaseException as exc:  # noqa: BLE001
-        raise LoadError(f"{names[0]}() raised {describe(exc, sandbox_dir)}") from None
-
-
-def user_line(exc: BaseException, sandbox_dir: str) -> int | None:
-    """Line of the innermost frame that belongs to a file in the sandbox folder."""
-    line, tb = None, exc.__traceback__
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename.startswith(sandbox_dir):
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    return line
-
-
-def describe(exc: BaseException, sandbox_dir: str, as_dict: bool = False):
-    try:
-        message = str(exc)[:2000]
-    except Exception:  # noqa: BLE001 - a user-defined __str__ may itself fail
-        message = "<unprintable>"
-    info = {"type": type(exc).__name__, "message": message, "line": user_line(exc, sandbox_dir)}
-    if as_dict:
-        return info
-    where = f" at line {info['line']}" if info["line"] else ""
-    return f"{info['type']}{where}: {message}"
-
-
-def find_unencodable(value, path: str = "$", depth: int = 0) -> str | None:
-    """Path and type of the first value json.dumps cannot encode."""
-    if depth > 50:
-        return f"{path}: nested too deeply"
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return None
-    if isinstance(value, (list, tuple)):
-        for i, item in enumerate(value):
-            found = find_unencodable(item, f"{path}[{i}]", depth + 1)
-            if found:
-                return found
-        return None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not (key is None or isinstance(key, (str, int, float, bool))):
-                return f"{path}: key {key!r} of type {type(key).__module__}.{type(key).__qualname__}"
-            found = find_unencodable(item, f"{path}.{key}", depth + 1)
-            if found:
-                return found
-        return None
-    return f"{path}: {type(value).__module__}.{type(value).__qualname__}"
-
-
-def run_call(fn, *, tool: str | None, sandbox_dir: str, max_bytes: int, tool_calls: list | None = None) -> str:
-    """Run one call and return its outcome as a JSON object (see models.CallOutcome)."""
-    out: dict = {"tool": tool, "ok": True}
-    if tool_calls is not None:
-        out["tool_calls"] = tool_calls
-    encoded = None
-    try:
-        value = fn()
-    except MemoryError:
-        raise
-    except BaseException as exc:  # noqa: BLE001 - SystemExit/KeyboardInterrupt from user code are call errors
-        out.update(ok=False, error=describe(exc, sandbox_dir, as_dict=True))
-    else:
-        try:
-            encoded = json.dumps(value)
-        except MemoryError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - TypeError, ValueError (circular), user __iter__ errors
-            out.update(json_ok=False, unencodable=find_unencodable(value) or f"$: {exc}"[:300])
-        else:
-            out.update(json_ok=True, result_bytes=len(encoded))
-            if len(encoded) > max_bytes:
-                out["omitted"], encoded = True, None
-    text = json.dumps(out, default=repr)
-    return text if encoded is None else f'{text[:-1]},"result":{encoded}}}'
-
-
-def dispatch(manager, tool: str, tool_input):
-    """process_tool_call(name, input) positionally, else the method named like the tool."""
-    handler = getattr(manager, "process_tool_call", None)
-    if handler is not None:
-        return handler(tool, tool_input)
-    return getattr(manager, tool)(**tool_input)
-
-
-class RecordingTools:
-    """What a reference procedure receives as ``tools``: the Manager, with every call logged."""
-
-    def __init__(self, manager, log: list):
-        self._manager, self._log = manager, log
-
-    def _record(self, tool: str, tool_input, fn):
-        entry = {"tool": tool, "input": dict(tool_input) if isinstance(tool_input, dict) else tool_input, "ok": False}
-        self._log.append(entry)
-        value = fn()
-        entry["ok"] = True
-        return value
-
-    def process_tool_call(self, tool_name, tool_input):
-        return self._record(tool_name, tool_input, lambda: dispatch(self._manager, tool_name, tool_input))
-
-    def __getattr__(self, name):
-        if name.startswith("_"):
-            raise AttributeError(name)
-        attr = getattr(self._manager, name, None)
-        if attr is None and hasattr(self._manager, "process_tool_call"):
-            # tools.getCreditScore(application_id=...) goes through the dispatcher, like the harness
-            return lambda **kwargs: self.process_tool_call(name, kwargs)
-        if attr is None or not callable(attr):
-            return getattr(self._manager, name)
-
-        def method(*args, **kwargs):
-            shown = {"args": list(args), **kwargs} if args else kwargs
-            return self._record(name, shown, lambda: attr(*args, **kwargs))
-        return method
-
-
-def op_call_tools(payload: dict, module, emit: Emitter) -> int:
-    sandbox_dir, entry, cap = payload["sandbox_dir"], payload["entry"], payload["max_result_bytes"]
-    per_group = payload.get("instance", "shared") == "per_group"
-    manager = None if per_group else instantiate_manager(module, entry, sandbox_dir)
-    for index, group in enumerate(payload["groups"]):
-        if per_group:
-            manager = instantiate_manager(module, entry, sandbox_dir)
-        calls = [run_call(lambda c=call: dispatch(manager, c["tool"], c.get("input", {})),
-                          tool=call["tool"], sandbox_dir=sandbox_dir, max_bytes=cap) for call in group]
-        emit("R", f'{{"i":{index},"calls":[{",".join(calls)}]}}')
-    return len(payload["groups"])
-
-
-def op_run_function(payload: dict, module, emit: Emitter) -> int:
-    sandbox_dir, cap = payload["sandbox_dir"], payload["max_result_bytes"]
-    func = getattr(module, payload["function"], None)
-    if not callable(func):
-        raise LoadError(f"{payload['entry']} has no function {payload['function']!r}")
-    manager = None
-    if payload.get("tools_entry"):
-        tools_module = load_module(sandbox_dir, payload["tools_entry"])
-        manager = instantiate_manager(tools_module, payload["tools_entry"], sandbox_dir)
-    for index, call in enumerate(payload["calls"]):
-        args, kwargs, log = list(call.get("args", [])), dict(call.get("kwargs", {})), None
-        if manager is not None:
-            log = []
-            args.insert(0, RecordingTools(manager, log))
-        outcome = run_call(lambda: func(*args, **kwargs), tool=None, sandbox_dir=sandbox_dir,
-                           max_bytes=cap, tool_calls=log)
-        emit("R", f'{{"i":{index},"outcome":{outcome}}}')
-    return len(payload["calls"])
 
 
 def preload(names: list[str]) -> None:
@@ -285,10 +114,24 @@ def read_roots(payload: dict) -> list[str]:
 
 
 _NAMESPACES = ("user", "pid", "mnt", "net", "ipc", "uts")
+_CAPS = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")
+
+
+def _outside_uid(uid: int) -> int | None:
+    """The host uid this uid maps to, from /proc/self/uid_map."""
+    with open("/proc/self/uid_map", encoding="ascii") as handle:
+        for line in handle:
+            inside, outside, count = (int(v) for v in line.split())
+            if inside <= uid < inside + count:
+                return outside + uid - inside
+    return None
 
 
 def inspect_boundary(payload: dict) -> dict:
-    """What the OS boundary looks like from inside, and whether it is the one required."""
+    """What the OS boundary looks like from inside, and whether it is the one required.
+
+    The parent checks the same from outside before it lets user code run; this check is the
+    child's own refusal to go on unconfined."""
     status = {}
     with open("/proc/self/status", encoding="ascii", errors="replace") as handle:
         for line in handle:
@@ -301,19 +144,20 @@ def inspect_boundary(payload: dict) -> dict:
         except OSError:
             namespaces[name] = None
     parent = payload.get("parent_namespaces", {})
-    fresh = {name: bool(namespaces[name]) and namespaces[name] != parent.get(name) for name in _NAMESPACES}
+    fresh = {name: bool(namespaces[name]) and namespaces[name] != parent.get(name) for name in payload["fresh"]}
     seen = {
-        "uid": os.getuid(), "gid": os.getgid(), "euid": os.geteuid(),
-        "cap_eff": status.get("CapEff"), "cap_prm": status.get("CapPrm"), "cap_bnd": status.get("CapBnd"),
+        "uid": os.getuid(), "gid": os.getgid(), "euid": os.geteuid(), "groups": os.getgroups(),
+        "host_uid": _outside_uid(os.getuid()), **{cap: status.get(cap) for cap in _CAPS},
         "no_new_privs": status.get("NoNewPrivs") == "1", "seccomp": status.get("Seccomp") == "2",
         "fresh_namespaces": fresh, "pid": os.getpid(),
     }
     want_uid = payload.get("sandbox_uid")
     problems = []
-    if seen["uid"] != want_uid or seen["euid"] != want_uid:
-        problems.append(f"uid {seen['uid']}/{seen['euid']} is not {want_uid}")
-    problems += [f"{key} is {seen[key]}" for key in ("cap_eff", "cap_prm", "cap_bnd")
-                 if seen[key] is None or int(seen[key], 16) != 0]
+    if seen["uid"] != want_uid or seen["euid"] != want_uid or seen["gid"] != want_uid:
+        problems.append(f"uid/euid/gid {seen['uid']}/{seen['euid']}/{seen['gid']} is not {want_uid}")
+    if seen["host_uid"] in (None, 0):
+        problems.append(f"the host sees this process as uid {seen['host_uid']}")
+    problems += [f"{cap} is {seen[cap]}" for cap in _CAPS if seen[cap] is None or int(seen[cap], 16) != 0]
     problems += ["no_new_privs is not set"] if not seen["no_new_privs"] else []
     problems += [f"the {name} namespace is the parent's" for name, ok in fresh.items() if not ok]
     if payload.get("seccomp") and not seen["seccomp"]:
@@ -323,19 +167,41 @@ def inspect_boundary(payload: dict) -> dict:
     return seen
 
 
-def load_guard():
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "guard.py")
-    spec = importlib.util.spec_from_file_location("_sopforge_sandbox_guard", path)
+def load_runtime(name: str):
+    """One of the runtime files mounted next to this one (guard.py, calls.py), loaded by path."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"_sopforge_sandbox_{name}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
+def _read_exact(fd: int, size: int) -> bytes:
+    chunks, left = [], size
+    while left:
+        chunk = posix.read(fd, min(left, 1 << 20))
+        if not chunk:
+            raise EOFError("the parent closed the control pipe")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _release(control: int) -> None:
+    """Wait until the parent closes the control pipe: it reads our peak memory meanwhile."""
+    try:
+        while posix.read(control, 4096):
+            pass
+    except OSError:
+        pass  # user code closed it: the parent keeps its last sample
+
+
 def main() -> None:
     _exit = posix._exit  # bound before user code, like everything the guard uses
-    payload = json.loads(sys.stdin.buffer.read())
+    control = os.dup(0)
+    payload = json.loads(_read_exact(control, int.from_bytes(_read_exact(control, 8), "big")))
     record_fd = os.dup(1)
-    emit = Emitter(record_fd, payload["nonce"])
+    emit = Emitter(record_fd)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     read_end, write_end = os.pipe()  # stdin: an empty pipe (there is no /dev in the sandbox)
@@ -343,6 +209,7 @@ def main() -> None:
     os.dup2(read_end, 0)
     os.close(read_end)
     reserve = bytearray(_RESERVE_BYTES)  # freed on MemoryError so the report itself can allocate
+    calls = load_runtime("calls")
     try:
         boundary = inspect_boundary(payload)
         if not boundary["confined"]:
@@ -353,21 +220,25 @@ def main() -> None:
         limit_processes(payload["limits"])
         guarded = payload.get("guard", True)
         if guarded:
-            guard = load_guard()
+            guard = load_runtime("guard")
             guard.neutralize_fork_exec()
-            guard.install(read_roots=read_roots(payload), record_fd=record_fd, nonce=payload["nonce"])
+            if not payload["limits"].get("threads"):
+                guard.neutralize_threads()
+            guard.install(read_roots=read_roots(payload), record_fd=record_fd)
         emit("H", json.dumps({"limits": limits, "boundary": boundary, "audit_hook": guarded}))
+        if posix.read(control, 1) != b"G":  # the parent found the boundary short of what it requires
+            _exit(EXIT_FATAL)
         sys.path.append(payload["sandbox_dir"])  # siblings (import tools) resolve after the stdlib
-        module = load_module(payload["sandbox_dir"], payload["entry"])
-        op = op_call_tools if payload["op"] == "call_tools" else op_run_function
-        done = op(payload, module, emit)
+        calls.keep_tools_out(payload)
+        module = calls.load_module(payload["sandbox_dir"], payload["entry"])
+        done = calls.OPS[payload["op"]](payload, module, emit)
         emit("E", json.dumps({"completed": done}))
         code = 0
     except MemoryError:
         del reserve
         emit("F", '{"kind":"memory_limit","message":"MemoryError: the address-space limit was reached"}')
         code = EXIT_FATAL
-    except LoadError as exc:
+    except calls.LoadError as exc:
         emit("F", json.dumps({"kind": "load_error", "message": str(exc)}))
         code = EXIT_FATAL
     except BaseException as exc:  # noqa: BLE001 - report anything else as a crash, with its traceback
@@ -375,6 +246,7 @@ def main() -> None:
         emit("F", json.dumps({"kind": "crash", "message": f"{type(exc).__name__}: {exc}"[:2000]}))
         code = EXIT_FATAL
     sys.stderr.flush()
+    _release(control)
     _exit(code)  # skip interpreter teardown: user finalizers must not run after the report
 
 

@@ -13,13 +13,13 @@ file descriptor it can name and forge any record it likes. So:
 * everything the hook calls is bound when :func:`install` runs, before user code is
   imported: ``posix._exit``, ``posix.write``, ``posix.lstat``, ``posix.readlink``,
   ``posix.getcwd``, ``_json``'s string encoder, ``type``; the path resolver is written out
-  here rather than borrowed from ``os.path``; the record prefix is encoded in advance;
+  here rather than borrowed from ``os.path``;
 * the hook only compares events and arguments of exact built-in types (``type(x) is str``);
   it never calls ``repr``/``str``/``__fspath__`` on an object user code made, which could
   run user code inside the hook;
-* on a forbidden event it first writes the ``V`` record, then ``_exit(EXIT_VIOLATION)``: it
+* on a forbidden event it first writes the ``V`` frame, then ``_exit(EXIT_VIOLATION)``: it
   never raises (``try/except`` in user code would swallow it) and never returns. Forging can
-  only *add* records to the pipe; it cannot remove a ``V`` already written, and the parent
+  only *add* frames to the pipe; it cannot remove a ``V`` already written, and the parent
   treats a ``V`` record, exit status :data:`EXIT_VIOLATION` or a seccomp kill as a violation
   whatever else the stream says. If user code points the record fd elsewhere first, the
   exit status still says violation; a clean result also needs the ``E`` record, so a child
@@ -36,9 +36,12 @@ import posix
 import sys
 from collections.abc import Iterable
 
-__all__ = ["BLOCKED_PREFIXES", "DENIED_IMPORTS", "EXIT_VIOLATION", "install", "neutralize_fork_exec"]
+__all__ = ["BLOCKED_PREFIXES", "DENIED_IMPORTS", "EXIT_VIOLATION", "THREAD_EVENT", "install", "neutralize_fork_exec",
+           "neutralize_threads"]
 
 EXIT_VIOLATION = 86
+# Raised by the stubs that replace thread creation (CPython 3.11 raises no event for a new thread).
+THREAD_EVENT = "sopforge.sandbox.start_thread"
 
 # Events that are never legitimate for tool code (prefix match).
 BLOCKED_PREFIXES: tuple[str, ...] = (
@@ -47,7 +50,7 @@ BLOCKED_PREFIXES: tuple[str, ...] = (
     "nntplib.", "telnetlib.", "webbrowser.", "sqlite3.",
     # processes and signals to other processes
     "subprocess.", "os.system", "os.exec", "os.spawn", "os.posix_spawn", "os.fork", "os.forkpty",
-    "os.kill", "os.killpg", "os.startfile", "signal.pthread_kill", "pty.",
+    "os.kill", "os.killpg", "os.startfile", "signal.pthread_kill", "pty.", THREAD_EVENT,
     # native code and interpreter internals
     "ctypes.", "gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames",
     "sys.addaudithook", "sys.setprofile", "sys.settrace", "cpython.PyInterpreterState",
@@ -115,27 +118,26 @@ def _make_resolver(lstat, readlink, getcwd, str_type, os_error=OSError, ifmt=_S_
     return resolve
 
 
-def install(*, read_roots: Iterable[str], record_fd: int, nonce: str) -> None:
+def install(*, read_roots: Iterable[str], record_fd: int) -> None:
     """Install the audit hook; after this, user code may be imported.
 
     Args:
         read_roots: folders whose files may be opened for reading (the sandbox folder, the
             interpreter's prefixes), so lazy imports keep working.
-        record_fd: the record channel; a violation is written there as ``<nonce> V {...}``.
-        nonce: the run's record prefix.
+        record_fd: the record channel; a violation is written there as a ``V`` frame.
     """
     _exit, _write, _type = posix._exit, posix.write, type
     _str, _bytes, _int, _tuple, _len, exit_code = str, bytes, int, tuple, len, EXIT_VIOLATION
     _encode = _json_string_encoder()
     resolve = _make_resolver(posix.lstat, posix.readlink, posix.getcwd, _str)
     roots = tuple(sorted({(resolve(r) or r).rstrip("/") + "/" for r in read_roots if r}))
-    head = nonce.encode("ascii") + b" V "
+    tag, to_bytes = b"V", _int.to_bytes
     blocked, listing, denied, write_flags = BLOCKED_PREFIXES, _LISTING_EVENTS, DENIED_IMPORTS, _WRITE_FLAGS
 
     def violate(event: str, detail: str) -> None:
         try:
-            body = '{"event":' + _encode(event) + ',"detail":' + _encode(detail[:300]) + "}"
-            _write(record_fd, head + body.encode("ascii") + b"\n")
+            body = ('{"event":' + _encode(event) + ',"detail":' + _encode(detail[:300]) + "}").encode("ascii")
+            _write(record_fd, tag + to_bytes(_len(body), 4, "big") + body)
         finally:
             _exit(exit_code)
 
@@ -222,3 +224,24 @@ def neutralize_fork_exec() -> None:
         module = sys.modules.get(name)
         if module is not None and hasattr(module, attr):
             setattr(module, attr, blocked)
+
+
+def neutralize_threads() -> None:
+    """Replace thread creation with a stub that raises :data:`THREAD_EVENT` (a violation).
+
+    Tool code may not start threads; the pids cgroup (or RLIMIT_NPROC) refuses them in the
+    kernel anyway, and this makes an attempt a reported violation instead of a RuntimeError
+    user code could swallow. Call it after the trusted libraries are preloaded and before
+    :func:`install`.
+    """
+    audit = sys.audit
+
+    def blocked(*_args: object, **_kwargs: object) -> None:
+        audit(THREAD_EVENT)
+        raise RuntimeError("starting a thread is not allowed in the sandbox")
+
+    import _thread
+    for module in (_thread, sys.modules.get("threading")):
+        for attr in ("start_new_thread", "start_new", "_start_new_thread"):
+            if module is not None and hasattr(module, attr):
+                setattr(module, attr, blocked)

@@ -10,10 +10,14 @@ from sopforge.checks import CheckResult
 
 ErrorKind = Literal["timeout", "cpu_limit", "memory_limit", "policy_violation", "load_error", "crash", "bad_output"]
 # staging: the host copied the folder as data (regular files only, see staging.py);
-# ast_policy: the static check passed; bubblewrap: the child confirmed from inside its uid,
-# capabilities, no_new_privs and fresh user/pid/mount/net/ipc/uts namespaces; seccomp: the
-# kernel filter is loaded; rlimits, audit_hook: set up by the child before user code.
-Layer = Literal["staging", "ast_policy", "bubblewrap", "seccomp", "rlimits", "audit_hook", "wall_clock"]
+# ast_policy: the static check passed. The next four are confirmed by the parent from the host
+# kernel's view of the child (/proc) before user code runs: bubblewrap: no capabilities,
+# no_new_privs, fresh pid/mount/net/ipc/uts (and user) namespaces; unprivileged_uid: the host
+# accounts the child to a uid that is not root; seccomp: the kernel filter is loaded; rlimits:
+# the child's resource limits are the requested ones. pids_cgroup: its processes and threads
+# are capped by a cgroup of their own; audit_hook: installed by the child before user code.
+Layer = Literal["staging", "ast_policy", "bubblewrap", "unprivileged_uid", "seccomp", "rlimits", "pids_cgroup",
+                "audit_hook", "wall_clock"]
 
 GIB = 1024 ** 3
 MIB = 1024 ** 2
@@ -26,17 +30,25 @@ class SandboxLimits(BaseModel):
     ``boundary.py``, or it does not run.
     """
 
-    model_config = ConfigDict(frozen=True)
+    # An unknown field is refused, not ignored: SandboxLimits(network_namespace="off") must not
+    # read as if it had switched anything off (the boundary is not an option).
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     wall_seconds: float = Field(120.0, gt=0, description="Wall-clock budget; the parent kills the process group after it.")
     cpu_seconds: int = Field(60, ge=1, description="RLIMIT_CPU of the child (includes importing pandas, ~2-3 s).")
     memory_bytes: int = Field(GIB, ge=64 * MIB, description="RLIMIT_AS (address space) of the child.")
     file_size_bytes: int = Field(MIB, ge=0, description="RLIMIT_FSIZE: largest file the child may write.")
     open_files: int = Field(256, ge=16, description="RLIMIT_NOFILE of the child.")
-    max_processes: int = Field(0, ge=0, description="RLIMIT_NPROC, set after pandas is preloaded (counts every process "
-                                                     "and thread of the user; the kernel does not enforce it when the "
-                                                     "caller is root, where the seccomp filter stops new processes).")
-    max_output_bytes: int = Field(256 * MIB, ge=MIB, description="Largest framed result stream the parent accepts.")
+    max_processes: int = Field(0, ge=0, description="Threads (and processes, which the seccomp filter kills anyway) "
+                                                     "the tool code may start: the sandbox's pids cgroup allows this "
+                                                     "many tasks beyond its own, and a refused one is a violation; "
+                                                     "without a cgroup, RLIMIT_NPROC of the sandbox's unprivileged "
+                                                     "uid (which counts all its tasks) is set to it.")
+    max_output_bytes: int = Field(256 * MIB, ge=MIB, description="Largest framed record stream the parent accepts "
+                                                                 "(checked before a frame is read).")
+    max_output_values: int = Field(20_000_000, ge=1000, description="Most JSON values (and keys) the parent parses "
+                                                                    "from the stream: a cap on its memory, since "
+                                                                    "parsed values take far more room than bytes.")
     max_result_bytes: int = Field(MIB, ge=1024, description="Largest JSON encoding of one call's result; larger ones are omitted.")
     stderr_tail_bytes: int = Field(8192, ge=0, description="How much of the child's stderr (incl. user prints) is kept.")
 

@@ -29,10 +29,11 @@ from dataclasses import asdict, dataclass
 from sopforge.pyast import parse_python
 from sopforge.checks import CheckResult, check
 from sopforge.sandbox.anchors import PathAnchors, bound_names, collect_aliases, fold_str, qualify
+from sopforge.sandbox.byname import ByNameVisitor
 from sopforge.sandbox.reach import ReachVisitor
 from sopforge.sandbox.rules import (
     CLOCK_ATTRS, CLOCK_PARSERS, DANGEROUS_DUNDER_STRINGS, DEFAULT_ALLOWED, DENIED_MODULES,
-    DUNDER_ALLOWED, FORBIDDEN_BUILTINS, KINDS, NUMPY_IO, OS_ALLOWED_ATTRS, OS_PATH_DENIED,
+    DUNDER_ALLOWED, FORBIDDEN_BUILTINS, KINDS, NEVER_BOUND, NUMPY_IO, OS_ALLOWED_ATTRS, OS_PATH_DENIED,
     PANDAS_PATH_KWARGS, PANDAS_READERS, PANDAS_WRITERS, REASONS, os_attribute_kind,
 )
 
@@ -114,6 +115,7 @@ def find_violations(tree: ast.Module, *, allowed_imports: frozenset[str] = DEFAU
     visitor = _PolicyVisitor(tree, allowed_imports)
     visitor.visit(tree)
     ReachVisitor(tree, visitor.aliases, visitor.flag).visit(tree)
+    ByNameVisitor(tree, visitor.aliases, visitor.flag).visit(tree)
     return list(visitor.violations.values())
 
 
@@ -144,7 +146,9 @@ class _PolicyVisitor(ast.NodeVisitor):
         return qualify(node, self.aliases)
 
     def shadowed(self, name: str) -> bool:
-        return any(name in scope for scope in self.scopes)
+        # A builtin that may never be bound is never shadowed: binding it is itself a violation
+        # (byname.py), and its uses are judged as the builtin's whatever else the module does.
+        return name not in NEVER_BOUND and any(name in scope for scope in self.scopes)
 
     # ----------------------------------------------------------------- module rules
     def denied(self, dotted: str) -> tuple[str, str] | None:

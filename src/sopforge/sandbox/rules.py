@@ -100,6 +100,19 @@ FORBIDDEN_BUILTINS: dict[str, str] = {
     **dict.fromkeys(("breakpoint", "input", "exit", "quit", "help"), "interactive"),
 }
 
+# Builtins that no name of the module may be bound to (assignment, parameter, default argument,
+# import alias, def, class, loop/with/except/match target): ``exec = exec`` or
+# ``def f(open=open)`` would make every later use look like the module's own name, which the
+# checks above trust. Binding ``input`` or ``type`` stays allowed: rebinding them reaches nothing.
+NEVER_BOUND: frozenset[str] = frozenset(
+    {name for name, kind in FORBIDDEN_BUILTINS.items() if kind == "dynamic_code"}
+    | {"open", "getattr", "setattr", "delattr", "hasattr", "breakpoint", "__match_args__"})
+
+# Attribute names that reach other attributes by a name given at run time: an object's
+# ``str.format`` field (``"{0.__globals__}"``), operator's getters. Asking for them by name
+# (getattr, attrgetter, methodcaller) is refused, and their direct uses are checked in byname.py.
+NAME_REACHING_ATTRS: frozenset[str] = frozenset({"format", "format_map", "attrgetter", "methodcaller", "vformat"})
+
 # The only dunder attributes tools may touch (every other one is rejected, see reach.py).
 # Constructors chained through super() (__init__, __post_init__), read-only name strings used
 # in error messages (__name__, __qualname__, __module__, __doc__) and value-protocol methods

@@ -21,35 +21,28 @@ streaming one framed record per group, so thousands of rows cost one interpreter
 
 from __future__ import annotations
 
-import json
 import os
-import secrets
-import select
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
-import threading
-import time
-from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from sopforge.errors import UserError
 from sopforge.checks import CheckResult, check
 from sopforge.sandbox import boundary
-from sopforge.sandbox.models import SandboxLimits, SandboxResult
-from sopforge.sandbox.outcome import ChildReport, classify, unavailable_reason
+from sopforge.sandbox.launch import run_processes
+from sopforge.sandbox.models import Layer, SandboxLimits, SandboxResult
 from sopforge.sandbox.policy import DEFAULT_ALLOWED, check_code, imported_modules
 from sopforge.sandbox.staging import StagedFolder, stage_folder
 
-__all__ = ["CHILD_SCRIPT", "GUARD_SCRIPT", "child_command", "run_in_sandbox"]
+__all__ = ["CALLS_SCRIPT", "CHILD_SCRIPT", "GUARD_SCRIPT", "child_command", "run_in_sandbox"]
 
 CHILD_SCRIPT = Path(__file__).with_name("child.py")
 GUARD_SCRIPT = Path(__file__).with_name("guard.py")
+CALLS_SCRIPT = Path(__file__).with_name("calls.py")
 _OPS = {"call_tools": "groups", "run_function": "calls"}
-_LAYER_ORDER = ["staging", "ast_policy", "bubblewrap", "seccomp", "rlimits", "audit_hook", "wall_clock"]
+_LAYER_ORDER = list(get_args(Layer))
 _PRELOAD = ("pandas", "numpy")  # heavy trusted libraries imported before the audit hook
 _SAFE_ENV = {
     "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TZ": "UTC",
@@ -59,30 +52,22 @@ _SAFE_ENV = {
     # would need RLIMIT_NPROC headroom; two malloc arenas keep the address space small too.
     "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
     "NUMEXPR_MAX_THREADS": "1", "MALLOC_ARENA_MAX": "2",
+    # pyarrow's jemalloc (pulled in by pandas) starts a background thread at import, which the
+    # run's task cap (max_processes, default 0) would refuse and count as a violation.
+    "JE_ARROW_MALLOC_CONF": "background_thread:false",
 }
-_NAMESPACES = ("user", "pid", "mnt", "net", "ipc", "uts")
 
 
-def own_namespaces() -> dict[str, str | None]:
-    """This process's namespace ids, which the child must find different from its own."""
-    out: dict[str, str | None] = {}
-    for name in _NAMESPACES:
-        try:
-            out[name] = os.readlink(f"/proc/self/ns/{name}")
-        except OSError:
-            out[name] = None
-    return out
-
-
-def child_command(folder: Path, seccomp_fd: int | None) -> list[str]:
+def child_command(folder: Path, seccomp_fd: int | None, info_fd: int | None = None) -> list[str]:
     """The bwrap command that runs ``child.py`` on ``folder`` (mounted at boundary.FOLDER)."""
     # Not -I: it implies -E, which would drop PYTHONHASHSEED=0 (set ordering must be stable).
     # The environment is built from scratch instead, so -E has nothing left to protect
     # against; -s skips user site-packages, -P keeps the script's folder off sys.path,
     # -B stops bytecode writes (which the guard would report as a violation).
     argv = [sys.executable, "-s", "-P", "-B", f"{boundary.RUNTIME}/{CHILD_SCRIPT.name}"]
-    return boundary.bwrap_command(folder=folder, runtime_files=[CHILD_SCRIPT, GUARD_SCRIPT], env=dict(_SAFE_ENV),
-                                  argv=argv, seccomp_fd=seccomp_fd)
+    return boundary.bwrap_command(folder=folder, runtime_files=[CHILD_SCRIPT, GUARD_SCRIPT, CALLS_SCRIPT],
+                                  env=dict(_SAFE_ENV),
+                                  argv=argv, seccomp_fd=seccomp_fd, info_fd=info_fd)
 
 
 def _policy_checks(folder: Path, allowed: frozenset[str], exempt: str | None = None) -> list[CheckResult]:
@@ -190,6 +175,7 @@ def run_in_sandbox(folder: Path, entry: str, payload: dict[str, Any], *, limits:
     extra_files = extra_files or {}
     _validate(folder, entry, payload, extra_files)
     tmp = Path(tempfile.mkdtemp(prefix="sopforge-sandbox-"))
+    os.chmod(tmp, boundary.staging_mode())
     try:
         work = tmp / "work"
         # The one copy of the folder, made as data (regular files only, no links, capped): every
@@ -215,134 +201,13 @@ def run_in_sandbox(folder: Path, entry: str, payload: dict[str, Any], *, limits:
                                 for p in work.rglob("*.py")))
         preload = [m for m in _PRELOAD if any(i == m or i.startswith(m + ".") for i in imports)]
         program = boundary.seccomp_program()
-        nonce = secrets.token_hex(16)
-        child_payload = {**payload, "nonce": nonce, "entry": entry, "sandbox_dir": boundary.FOLDER,
-                         "preload": preload, "max_result_bytes": limits.max_result_bytes,
-                         "sandbox_uid": boundary.SANDBOX_UID, "parent_namespaces": own_namespaces(),
-                         "seccomp": program is not None, "guard": not skip_guard,
-                         "limits": limits.model_dump(include={"cpu_seconds", "memory_bytes", "file_size_bytes",
-                                                              "open_files", "max_processes"})}
-        report = _supervise(work, program, json.dumps(child_payload).encode(), nonce, limits)
+        child_payload = {**payload, "entry": entry, "sandbox_dir": boundary.FOLDER, "preload": preload,
+                         "max_result_bytes": limits.max_result_bytes}
+        result = run_processes(work, child_payload, limits, expected=len(payload[_OPS[payload["op"]]]),
+                               program=program, guard=not skip_guard, command=child_command)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    reason = unavailable_reason(report)
-    if reason:
-        raise boundary.SandboxUnavailable(f"the sandbox for untrusted code could not be set up: {reason}; "
-                                          "nothing was run")
-    result = classify(report, op=payload["op"], expected=len(payload[_OPS[payload["op"]]]), limits=limits)
     layers = {"staging", *result.layers} | (set() if skip_policy else {"ast_policy"})
     result.layers = sorted(layers, key=_LAYER_ORDER.index)
     result.checks = checks
     return result
-
-
-def _supervise(work: Path, program: bytes | None, stdin: bytes, nonce: str, limits: SandboxLimits) -> ChildReport:
-    """Start the child, feed it, collect its records and stderr tail, enforce wall time."""
-    report = ChildReport()
-    prefix = nonce.encode() + b" "
-    stderr_tail: deque[bytes] = deque()
-    tail_size = [0]
-    overflow = threading.Event()
-
-    def feed(pipe) -> None:
-        try:
-            pipe.write(stdin)
-            pipe.close()
-        except OSError:
-            pass  # the child died before reading everything; its exit status says why
-
-    def read_records(pipe) -> None:
-        total = 0
-        for line in pipe:
-            total += len(line)
-            if total > limits.max_output_bytes:
-                overflow.set()
-                break
-            if line.startswith(prefix):
-                report.records.append((line[len(prefix):len(prefix) + 1].decode(), line[len(prefix) + 2:]))
-
-    def read_stderr(pipe) -> None:
-        for chunk in iter(lambda: pipe.read1(65536), b""):
-            stderr_tail.append(chunk)
-            tail_size[0] += len(chunk)
-            while tail_size[0] - len(stderr_tail[0]) >= limits.stderr_tail_bytes and len(stderr_tail) > 1:
-                tail_size[0] -= len(stderr_tail.popleft())
-
-    seccomp_fd = None
-    if program is not None:  # the filter travels through a pipe (it is far below the pipe buffer)
-        seccomp_fd, write_end = os.pipe()
-        os.write(write_end, program)
-        os.close(write_end)
-    cmd = child_command(work, seccomp_fd)
-    started = time.monotonic()
-    try:
-        # env={}: bwrap and the PID-namespace init it leaves running keep the environment they
-        # were started with, so they get none; the child's own comes from --setenv.
-        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                cwd="/", env={}, start_new_session=True, close_fds=True,
-                                pass_fds=() if seccomp_fd is None else (seccomp_fd,))
-    finally:
-        if seccomp_fd is not None:
-            os.close(seccomp_fd)
-    threads = [threading.Thread(target=fn, args=(pipe,), daemon=True)
-               for fn, pipe in ((feed, proc.stdin), (read_records, proc.stdout), (read_stderr, proc.stderr))]
-    for thread in threads:
-        thread.start()
-    deadline = started + limits.wall_seconds
-    waiter = _ExitWaiter(proc.pid)
-    try:
-        while not waiter.wait(min(0.1, max(0.0, deadline - time.monotonic()))):
-            if overflow.is_set() or time.monotonic() >= deadline:
-                report.timed_out = not overflow.is_set()
-                report.overflow = overflow.is_set()
-                break
-    finally:
-        waiter.close()
-    # Kill the whole group even after a normal exit, so nothing the child left behind survives;
-    # the exited-but-unreaped leader keeps the group id from being reused meanwhile.
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)  # so Popen never waits on the reaped pid
-    report.wall_seconds = time.monotonic() - started
-    report.exit_code = proc.returncode
-    report.cpu_seconds = usage.ru_utime + usage.ru_stime
-    report.peak_rss_bytes = usage.ru_maxrss * 1024  # Linux reports KiB
-    for thread in threads:
-        thread.join(timeout=5)
-    for pipe in (proc.stdin, proc.stdout, proc.stderr):
-        try:
-            pipe.close()
-        except OSError:
-            pass
-    text = b"".join(stderr_tail).decode("utf-8", errors="replace")
-    report.stderr_tail = text[-limits.stderr_tail_bytes:] if limits.stderr_tail_bytes else ""
-    return report
-
-
-class _ExitWaiter:
-    """Waits for a child to exit *without reaping it* (pidfd, else waitid polling)."""
-
-    def __init__(self, pid: int):
-        self.pid = pid
-        try:
-            self.fd: int | None = os.pidfd_open(pid)
-        except (AttributeError, OSError):
-            self.fd = None
-
-    def wait(self, timeout: float) -> bool:
-        if self.fd is not None:
-            return bool(select.select([self.fd], [], [], timeout)[0])
-        end = time.monotonic() + timeout
-        while True:
-            info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-            if info is not None or time.monotonic() >= end:
-                return info is not None
-            time.sleep(0.01)
-
-    def close(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-

@@ -18,7 +18,9 @@ attempt is stopped and reported (the parent sees SIGSYS) rather than quietly fai
 * namespaces and mounts (``unshare``, ``setns``, ``mount`` and the new mount API, ...);
 * other processes' memory (``ptrace``, ``process_vm_*``, ``pidfd_getfd``);
 * kernel attack surface that tool code never needs (``bpf``, ``perf_event_open``,
-  ``userfaultfd``, ``io_uring_*``, keyrings, module loading, handle-based opens).
+  ``userfaultfd``, ``io_uring_*``, keyrings, module loading, handle-based opens);
+* per-user kernel objects that tool code never needs and that could run a user's quota dry
+  (``inotify_init*``, ``fanotify_init``): an attempt is a reported kill, not a quiet EMFILE.
 
 Other architectures than x86_64 and aarch64 get no filter (``filter_program`` returns None);
 the namespaces, the unprivileged user and ``no_new_privs`` still hold there.
@@ -52,7 +54,7 @@ _COMMON_KILL = (  # names shared by both tables below
     "fsmount", "fspick", "mount_setattr", "keyctl", "add_key", "request_key", "bpf",
     "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register",
     "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
-    "open_by_handle_at", "name_to_handle_at",
+    "open_by_handle_at", "name_to_handle_at", "inotify_init1", "fanotify_init",
 )
 
 _ARCHES: dict[str, dict] = {
@@ -68,7 +70,7 @@ _ARCHES: dict[str, dict] = {
             "userfaultfd": 323, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
             "kexec_load": 246, "kexec_file_load": 320, "init_module": 175, "finit_module": 313,
             "delete_module": 176, "open_by_handle_at": 304, "name_to_handle_at": 303,
-            "fork": 57, "vfork": 58,
+            "inotify_init1": 294, "fanotify_init": 300, "fork": 57, "vfork": 58, "inotify_init": 253,
         },
     },
     "aarch64": {
@@ -83,6 +85,7 @@ _ARCHES: dict[str, dict] = {
             "userfaultfd": 282, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
             "kexec_load": 104, "kexec_file_load": 294, "init_module": 105, "finit_module": 273,
             "delete_module": 106, "open_by_handle_at": 265, "name_to_handle_at": 264,
+            "inotify_init1": 26, "fanotify_init": 262,
         },
     },
 }
@@ -110,7 +113,7 @@ def filter_program(machine: str | None = None) -> bytes | None:
     if arch is None:
         return None
     numbers = arch["numbers"]
-    kill = sorted({numbers[name] for name in (*_COMMON_KILL, "fork", "vfork") if name in numbers})
+    kill = sorted({numbers[name] for name in (*_COMMON_KILL, "fork", "vfork", "inotify_init") if name in numbers})
     prog = [
         _insn(_LD_W_ABS, 0, 0, _ARCH),
         _insn(_JEQ, 1, 0, arch["audit_arch"]),  # another ABI (e.g. i386 int 0x80): kill

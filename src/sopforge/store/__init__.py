@@ -23,9 +23,11 @@ from .records import (
     ValidationRecord,
 )
 from .base import release_connections
+from .connection import linger_reads
 from .store import DEFAULT_LOCK_TIMEOUT, Store
 
 __all__ = [
+    "linger_reads",
     "release_connections",
     "DEFAULT_LOCK_TIMEOUT",
     "REUSABLE_STATUSES",

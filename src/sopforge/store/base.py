@@ -19,7 +19,10 @@ from typing import Any, Self
 
 import duckdb
 
-from .connection import _process_lock, ensure_writable_location, open_connection
+from sopforge.errors import UserError
+
+from . import journal
+from .connection import _process_lock, close_idle, ensure_writable_location, open_connection, read_every_block
 from .migrate import apply_migrations, is_current
 
 DEFAULT_LOCK_TIMEOUT = 30.0
@@ -29,14 +32,17 @@ FLUSH_SECONDS = 0.5
 # run with many concurrent calls would pay once per call. So ``Store.record_call`` queues the row
 # and it is written within FLUSH_SECONDS, together with whatever else arrived meanwhile, in one
 # transaction; and before any other operation on the file in this process, so every query (cache
-# lookups included) sees every call recorded before it. A process killed in that window loses the
-# record of at most the calls answered in the last FLUSH_SECONDS (a resumed run asks them again).
+# lookups included) sees every call recorded before it. A process killed in that window does not
+# lose them: each call is appended to this process's journal first (``sopforge.store.journal``), and
+# the next process that opens the file folds a dead process's journal into ``llm_calls``.
 _pending: dict[str, list[tuple[Callable[[duckdb.DuckDBPyConnection], None], Any]]] = {}
 _pending_lock = threading.Lock()
 # Writes taken off the queue whose transaction has not committed yet: still "queued" to a reader,
 # which would otherwise find them neither in the queue nor in the file for that moment.
 _writing: dict[str, list[tuple[Callable[[duckdb.DuckDBPyConnection], None], Any]]] = {}
 _flushers: dict[str, "StoreBase"] = {}
+_journals: dict[str, journal.Journal] = {}  # this process's journal per database file
+_verified: set[str] = set()  # database files this process has read whole (StoreBase.verify)
 
 
 @contextmanager
@@ -73,8 +79,8 @@ class StoreBase:
         self._schema_ok = False  # migrations checked by this instance; saves a query per call
         self._location_ok = False
         self._answered: set[str] | None = None  # request hashes with a cached answer (Store.cached_response)
-        self._answered_filled = False  # the set holds the file's answers (until then lookups wait for it)
         self._answered_lock = threading.Lock()
+        self._folded = False  # journals of processes that are gone folded in by this instance
 
     @classmethod
     def from_settings(cls, settings: Any, **kwargs: Any) -> Self:
@@ -97,17 +103,38 @@ class StoreBase:
             if not self._schema_ok or not existed:
                 apply_migrations(con, db_label=str(self.path))
                 self._schema_ok = True
+            if not self._folded:
+                self._fold(con)
             _write_pending(self._key, con)
             yield con
+
+    def _fold(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Fold the journals of processes that died into ``llm_calls`` (see ``sopforge.store.journal``)."""
+        from .queries import insert_call
+
+        self._folded = True
+        if not journal.has_orphans(self.path):
+            return
+        with transaction(con):
+            folded = journal.fold_journals(con, self.path, lambda c, record: insert_call(c, record, record.params))
+        journal.remove_folded(folded)
+        if folded:
+            self._answered = None  # answers just folded in are not in a set read before
 
     @property
     def _key(self) -> str:
         return os.path.abspath(self.path)
 
-    def _queue_write(self, write: Callable[[duckdb.DuckDBPyConnection], None], item: Any = None) -> None:
+    def _queue_write(self, write: Callable[[duckdb.DuckDBPyConnection], None], item: Any = None, *,
+                     journaled: bool = False) -> None:
         """Run ``write(con)`` within FLUSH_SECONDS, batched with others (see the module's write-behind);
-        ``item`` is what it writes, for :meth:`_queued`."""
+        ``item`` is what it writes, for :meth:`_queued`; ``journaled``: append ``item`` (an LLM call) to
+        this process's journal first, so a crash before the write does not lose it."""
         with _pending_lock:
+            if journaled:
+                if self._key not in _journals:
+                    _journals[self._key] = journal.Journal(self.path)
+                _journals[self._key].append(item)
             queue = _pending.setdefault(self._key, [])
             queue.append((write, item))
             first = len(queue) == 1
@@ -138,6 +165,13 @@ class StoreBase:
         is migrated once, so queries never meet missing tables. Queued writes are written first
         unless ``flush`` is False (the caller looks at :meth:`_queued` itself).
         """
+        if not self._folded and self.path.exists() and journal.has_orphans(self.path):
+            try:
+                with self._write():  # a dead process's calls join llm_calls before anyone reads them
+                    pass
+            except UserError:
+                pass  # a read-only copy: readers see the file as it is; the next writer folds them in
+        self._folded = True
         if not self.path.exists() or (flush and _pending.get(self._key)):
             with self._write() as con:
                 yield con
@@ -152,17 +186,33 @@ class StoreBase:
         with open_connection(self.path, read_only=True, lock_timeout=self.lock_timeout) as con:
             yield con
 
-    def check_writable(self) -> None:
-        """Fail fast, before a run starts, when the database cannot be written.
-
-        Creates the folder and the database (with its schema) if needed.
+    def verify(self) -> None:
+        """Read every stored value once, so a damaged block (overwritten bytes, a truncated file) is
+        found now, in one line, rather than by whichever later query reads it (once per process).
 
         Raises:
-            UserError: The path cannot be written (names the path and the fix), or another
-                sopforge process held the file for longer than ``lock_timeout``.
+            UserError: The file is damaged (names it, the damage and the way out), or another process
+                held it for longer than ``lock_timeout``.
+        """
+        if self._key in _verified or not self.path.exists():
+            return
+        with open_connection(self.path, read_only=True, lock_timeout=self.lock_timeout) as con:
+            read_every_block(con)
+        _verified.add(self._key)
+
+    def check_writable(self) -> None:
+        """Fail fast, before a run starts, when the database cannot be written or is damaged.
+
+        Creates the folder and the database (with its schema) if needed; an existing file is
+        verified first (:meth:`verify`), so nothing is written to a damaged one.
+
+        Raises:
+            UserError: The path cannot be written (names the path and the fix), the file is damaged,
+                or another sopforge process held the file for longer than ``lock_timeout``.
         """
         ensure_writable_location(self.path)
         self._location_ok = True
+        self.verify()
         with self._write() as con:
             con.execute("CHECKPOINT")
 
@@ -174,10 +224,12 @@ def _write_pending(key: str, con: duckdb.DuckDBPyConnection) -> None:
             _writing.setdefault(key, []).extend(writes)
     if not writes:
         return
+    committed = False
     try:
         with transaction(con):
             for write, _ in writes:
                 write(con)
+        committed = True
     finally:
         with _pending_lock:
             done = {id(w) for w in writes}
@@ -186,15 +238,31 @@ def _write_pending(key: str, con: duckdb.DuckDBPyConnection) -> None:
                 _writing[key] = left
             else:
                 _writing.pop(key, None)
+            if key in _journals:
+                if not committed:
+                    _journals[key].keep()  # these calls are not in the file: the next process folds them in
+                elif not left and not _pending.get(key):
+                    _journals[key].clear()  # every journaled call is in the file now
 
 
-@atexit.register
 def _flush_all() -> None:
     for store in list(_flushers.values()):
         store._flush()
 
 
-def release_connections() -> None:
-    """Write every queued call now: before this process reads the file another way (plain
-    ``duckdb.connect``), moves or deletes it."""
+@atexit.register
+def _at_exit() -> None:
+    """Write every queued call, then remove the journals that hold nothing uncommitted (one whose last
+    write failed stays, for the next process to fold in)."""
     _flush_all()
+    with _pending_lock:
+        for key, open_journal in list(_journals.items()):
+            if not _pending.get(key) and not _writing.get(key):
+                open_journal.close()
+
+
+def release_connections() -> None:
+    """Write every queued call now and close kept read connections: before this process reads the
+    file another way (plain ``duckdb.connect``), moves or deletes it."""
+    _flush_all()
+    close_idle()

@@ -6,10 +6,19 @@ at once, and a process that finds the file locked retries with backoff for a whi
 telling the user which file is held. Within one process DuckDB refuses to open the same
 file read-only and read-write at the same time, so operations on one file are serialised
 by a per-process lock (flows may call the store from several threads).
+
+Opening the file costs 15-30 ms, a read a fraction of a millisecond, and a reused stage or a
+``sopforge show`` makes dozens of reads in a row. A process that calls :func:`linger_reads` (the
+CLI does, at start) therefore keeps its last read-only connection open for ``LINGER_SECONDS``
+after a read and hands it to the next read: a burst of reads opens the file once. A write closes
+it first (DuckDB would refuse the read-write open), it is never kept longer than ``MAX_AGE_SECONDS``
+after it was opened (another process waiting to write gets its turn), and it is closed when idle.
+Processes that do not opt in (library use, tests that open the file themselves) are unchanged.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import random
 import tempfile
@@ -27,6 +36,14 @@ _FIX = "set SOPFORGE_HOME to a writable folder"
 
 _process_locks: dict[str, threading.RLock] = {}
 _process_locks_guard = threading.Lock()
+
+LINGER_SECONDS = 0.25
+MAX_AGE_SECONDS = 2.0
+_lingering = False
+# file key -> (idle read-only connection, when it was opened, when it was last released); guarded by
+# the file's process lock.
+_idle: dict[str, tuple[duckdb.DuckDBPyConnection, float, float]] = {}
+_closer: threading.Thread | None = None
 
 
 def _process_lock(path: Path) -> threading.RLock:
@@ -85,10 +102,19 @@ def open_connection(path: Path, *, read_only: bool, lock_timeout: float) -> Iter
         UserError: The file stayed locked for ``lock_timeout`` seconds, or it cannot be opened
             for a reason the user must fix (a directory, a missing or unwritable folder).
     """
+    key = os.path.abspath(path)
     with _process_lock(path):
-        con = _connect_with_retry(path, read_only=read_only, lock_timeout=lock_timeout)
+        idle = _idle.pop(key, None)
+        if idle is not None and not read_only:
+            idle[0].close()  # DuckDB does not open one file read-only and read-write in one process
+            idle = None
+        con, opened = idle[:2] if idle is not None else (None, time.monotonic())
+        if con is None:
+            con = _connect_with_retry(path, read_only=read_only, lock_timeout=lock_timeout)
+        keep = False
         try:
             yield con
+            keep = _lingering and read_only and time.monotonic() - opened < MAX_AGE_SECONDS
         except duckdb.Error as exc:
             # A damaged block is often found only when a query reads it, not when the file opens.
             friendly = corrupt_store(path, exc)
@@ -96,7 +122,58 @@ def open_connection(path: Path, *, read_only: bool, lock_timeout: float) -> Iter
                 raise
             raise friendly from exc
         finally:
-            con.close()
+            if keep:
+                _idle[key] = (con, opened, time.monotonic())
+            else:
+                con.close()
+
+
+def linger_reads(enabled: bool = True) -> None:
+    """Let this process keep a read-only connection open between reads (see the module doc);
+    ``enabled=False`` goes back to a connection per read and closes the kept ones."""
+    global _lingering, _closer
+    if not enabled:
+        _lingering = False
+        close_idle()
+        return
+    with _process_locks_guard:
+        _lingering = True
+        if _closer is None:
+            _closer = threading.Thread(target=_close_idle_forever, name="sopforge-store-closer", daemon=True)
+            _closer.start()
+            atexit.register(close_idle)  # a connection left open at exit is reported as a leak on stderr
+
+
+def close_idle(min_idle: float = 0.0) -> None:
+    """Close every kept read-only connection idle for at least ``min_idle`` seconds (all by default):
+    before the file is read another way, moved or deleted."""
+    for key in list(_idle):
+        with _process_lock(Path(key)):
+            idle = _idle.get(key)
+            if idle is not None and time.monotonic() - idle[2] >= min_idle:
+                del _idle[key]
+                idle[0].close()
+
+
+def _close_idle_forever() -> None:
+    while True:
+        time.sleep(LINGER_SECONDS / 2)
+        close_idle(LINGER_SECONDS)
+
+
+def read_every_block(con: duckdb.DuckDBPyConnection) -> None:
+    """Read every value of every table once, so DuckDB checks the checksum of each block that holds data.
+
+    DuckDB verifies a block only when a query reads it: a command that never reads the damaged table
+    (a run that reuses its dataset, ``runs``) would otherwise report success on a damaged file, and a
+    run would meet the damage only when a stage happens to read it. Hashing each column reads it all,
+    and returns one row per table. Raises ``duckdb.Error`` (mapped by :func:`open_connection`).
+    """
+    tables = con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() "
+                         "AND NOT internal ORDER BY table_name").fetchall()
+    for (table,) in tables:
+        quoted = '"' + table.replace('"', '""') + '"'
+        con.execute(f"SELECT bit_xor(hash(COLUMNS(*))) FROM {quoted}").fetchall()
 
 
 def _connect_with_retry(path: Path, *, read_only: bool, lock_timeout: float) -> duckdb.DuckDBPyConnection:

@@ -107,6 +107,19 @@ def interrupted_error(run: RunRecord) -> str:
             f"resume it with `sopforge rerun {run.id}`")
 
 
+def interrupt_run(con: Con, run_id: str, error: str, stage_error: str, *, only_live: bool = False) -> None:
+    """Record a run as ``interrupted``: its stage attempts still running too, its open review requests
+    expired (nobody waits at that gate any more). ``only_live``: leave a run that already ended as it is."""
+    ts = now()
+    live = " AND list_contains(?, status)" if only_live else ""
+    con.execute(f"UPDATE runs SET status = 'interrupted', error = coalesce(error, ?), updated_at = ? WHERE id = ?{live}",
+                [error, ts, run_id, *([list(LIVE_STATUSES)] if only_live else [])])
+    con.execute("UPDATE stage_runs SET status = 'interrupted', finished_at = ?, error = ? "
+                "WHERE run_id = ? AND status = 'running'", [ts, stage_error, run_id])
+    con.execute("UPDATE review_requests SET status = 'expired', closed_at = ? WHERE run_id = ? AND status = 'open'",
+                [ts, run_id])
+
+
 def run_record(row: dict[str, Any]) -> RunRecord:
     """A ``runs`` row as the user should see it: a live status whose owner is gone is ``interrupted``."""
     run = RunRecord(**row)

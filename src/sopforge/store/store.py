@@ -7,12 +7,10 @@ run it finishes) share one transaction, so a crash never leaves half a stage.
 
 from __future__ import annotations
 
-import json
 import typing
 from typing import Any
 
 from sopforge.errors import UserError
-from sopforge.llm.types import LLMCallRecord, sha256_text
 from sopforge.checks import blocking_failures
 from sopforge.funnel import FunnelRow
 
@@ -21,6 +19,7 @@ from . import review_queries as rq
 from .base import DEFAULT_LOCK_TIMEOUT, require, transaction
 from .deletion import RunHousekeeping
 from .evals import EvalResults
+from .ledger import LedgerStore
 from .records import (
     LIVE_STATUSES,
     REUSABLE_STATUSES,
@@ -45,11 +44,8 @@ from .summary import build_summary
 __all__ = ["DEFAULT_LOCK_TIMEOUT", "Store"]
 
 
-_ANSWERED = "error IS NULL AND response IS NOT NULL AND NOT coalesce(rejected, FALSE)"
-
-
-class Store(RunHousekeeping, EvalResults):
-    """Persistent state of sopforge in one DuckDB file; implements ``CallLedger``.
+class Store(LedgerStore, RunHousekeeping, EvalResults):
+    """Persistent state of sopforge in one DuckDB file; implements ``CallLedger`` (``ledger.py``).
 
     Args:
         path: The DuckDB file (usually ``settings.db_path``); created with its folder on
@@ -108,21 +104,28 @@ class Store(RunHousekeeping, EvalResults):
         the run's status and error, its stage attempts still ``running``, and its open review
         requests (expired: nobody waits at that gate any more).
 
+        Every command calls it when it opens the store (it writes only when it finds such a run), so
+        plain SQL says ``interrupted`` from the first command after the kill on.
+
         Returns:
             The ids of the runs marked.
         """
+        live = "SELECT * FROM runs WHERE list_contains(?, status)"
+        with self._read() as con:  # the usual case, nothing to mark, takes no write lock
+            if not any(q.owner_gone(RunRecord(**row)) for row in q.fetch_dicts(con, live, [list(LIVE_STATUSES)])):
+                return []
         with self._write() as con, transaction(con):
-            stale = [r for r in (RunRecord(**row) for row in q.fetch_dicts(
-                con, "SELECT * FROM runs WHERE list_contains(?, status)", [list(LIVE_STATUSES)])) if q.owner_gone(r)]
-            ts = q.now()
+            stale = [r for r in (RunRecord(**row) for row in q.fetch_dicts(con, live, [list(LIVE_STATUSES)]))
+                     if q.owner_gone(r)]
             for run in stale:
-                con.execute("UPDATE runs SET status = 'interrupted', error = coalesce(error, ?), updated_at = ? "
-                            "WHERE id = ?", [q.interrupted_error(run), ts, run.id])
-                con.execute("UPDATE stage_runs SET status = 'interrupted', finished_at = ?, error = ? "
-                            "WHERE run_id = ? AND status = 'running'", [ts, "interrupted: its process is gone", run.id])
-                con.execute("UPDATE review_requests SET status = 'expired', closed_at = ? "
-                            "WHERE run_id = ? AND status = 'open'", [ts, run.id])
+                q.interrupt_run(con, run.id, q.interrupted_error(run), "interrupted: its process is gone")
         return [r.id for r in stale]
+
+    def record_interruption(self, run_id: str, reason: str) -> None:
+        """This process was stopped (SIGINT, SIGTERM) while running ``run_id``: the run, its running
+        stage attempts and its open review requests become ``interrupted`` / expired, with ``reason``."""
+        with self._write() as con, transaction(con):
+            q.interrupt_run(con, run_id, reason, reason, only_live=True)
 
     def set_run_status(self, run_id: str, status: RunStatus, error: str | None = None,
                        flow_run_id: str | None = None) -> None:
@@ -421,117 +424,3 @@ class Store(RunHousekeeping, EvalResults):
             return rq.requests_where(
                 con, "(? IS NULL OR run_id = ?) AND (NOT ? OR status = 'open') ORDER BY opened_at DESC, id",
                 [run_id, run_id, open_only])
-
-    # --- LLM calls (CallLedger) -------------------------------------------------------
-
-    def record_call(self, record: LLMCallRecord) -> None:
-        """Store one LLM call (successful or not); secrets in ``params`` and key-like fragments in
-        its error text are redacted.
-
-        Written behind (within ``FLUSH_SECONDS``, batched with the calls that end meanwhile), and
-        always before any other operation of this process reads the file.
-        """
-        if record.error:
-            record = record.model_copy(update={"error": redact_text(record.error)})
-        params = scrub(record.params)
-        self._queue_write(lambda con: q.insert_call(con, record, params), record)
-        if self._answered is not None and record.error is None and record.response is not None:
-            self._answered.add(record.request_hash)
-
-    def cached_response(self, request_hash: str) -> LLMCallRecord | None:
-        """The newest successful call with this request hash, or None (failed calls never
-        answer from cache).
-
-        The hashes that have an answer are read once per ``Store`` (one query), so the usual
-        case, a request never asked before, costs no query at all; calls recorded by another
-        process after that are not seen (at worst, the same prompt is paid twice).
-        """
-        for queued in reversed(self._queued()):  # recorded a moment ago, not written yet
-            if isinstance(queued, LLMCallRecord) and queued.request_hash == request_hash \
-                    and queued.error is None and queued.response is not None:
-                return queued
-        if not self._answered_filled:
-            # Concurrent first lookups (a fan-out starting at once) wait for the one filling the set:
-            # a lookup that saw it published but not yet filled would miss every earlier answer.
-            with self._answered_lock:
-                if self._answered is None or not self._answered_filled:
-                    # Published before it is filled, so a call recorded meanwhile is added to it by
-                    # record_call; one recorded earlier is still queued (or being written) or in the file.
-                    answered: set[str] = set()
-                    self._answered = answered
-                    answered |= {c.request_hash for c in self._queued() if isinstance(c, LLMCallRecord)
-                                 and c.error is None and c.response is not None}
-                    with self._read(flush=False) as con:
-                        answered |= {h for (h,) in con.execute(
-                            f"SELECT DISTINCT request_hash FROM llm_calls WHERE {_ANSWERED}").fetchall()}
-                    self._answered_filled = True
-        if request_hash not in self._answered:
-            return None
-        with self._read(flush=False) as con:
-            found = q.calls_where(con, f"request_hash = ? AND {_ANSWERED} ORDER BY created_at DESC LIMIT 1",
-                                  [request_hash])
-        return found[0] if found else None
-
-    def reject_answers(self, stage_run_id: str) -> int:
-        """Mark the answers of a failed stage attempt as rejected: kept, but never cached.
-
-        Returns:
-            How many calls were marked.
-        """
-        self._answered, self._answered_filled = None, False
-        with self._write() as con, transaction(con):
-            return q.reject_stage_answers(con, stage_run_id)
-
-    # --- batch jobs (sopforge.llm.batch.BatchJobs) ---------------------------------------
-
-    def open_batch_job(self, request_hash: str, provider: str, model: str) -> str | None:
-        """The newest job still open at the provider that holds this request, or None."""
-        with self._read() as con:
-            rows = con.execute("SELECT id, requests FROM batch_jobs WHERE status = 'submitted' AND provider = ? "
-                               "AND model = ? ORDER BY created_at DESC", [provider, model]).fetchall()
-        for job_id, requests in rows:
-            if request_hash in json.loads(requests):
-                return job_id
-        return None
-
-    def record_batch_job(self, job_id: str, *, run_id: str | None, stage: str, provider: str, model: str,
-                         request_hashes: list[str]) -> None:
-        """Remember a submitted job at once (not written behind): a run stopped while it is in
-        progress must find it again."""
-        with self._write() as con, transaction(con):
-            con.execute("INSERT INTO batch_jobs (id, run_id, stage, provider, model, requests_hash, requests, status, "
-                        "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'submitted', now(), now())",
-                        [job_id, run_id or "", stage, provider, model, sha256_text("\n".join(sorted(request_hashes))),
-                         json.dumps(sorted(request_hashes))])
-
-    def finish_batch_job(self, job_id: str, status: str, error: str | None = None) -> None:
-        """A job ended (its answers are being recorded as calls) or will never answer."""
-        with self._write() as con:
-            con.execute("UPDATE batch_jobs SET status = ?, error = ?, updated_at = now() WHERE id = ?",
-                        [status, error, job_id])
-
-    def batch_jobs(self, run_id: str | None = None) -> list[dict[str, Any]]:
-        """Batch jobs (of one run, or all), oldest first."""
-        with self._read() as con:
-            return q.fetch_dicts(con, "SELECT * FROM batch_jobs WHERE (? IS NULL OR run_id = ?) ORDER BY created_at",
-                                 [run_id, run_id])
-
-    def call_history(self) -> dict[str, tuple[int, int]]:
-        """Stage -> (mean prompt tokens, mean answer tokens) of its successful calls, over every run."""
-        with self._read() as con:
-            rows = con.execute(f"SELECT stage, avg(input_tokens), avg(output_tokens) FROM llm_calls "
-                               f"WHERE {_ANSWERED} AND input_tokens > 0 GROUP BY stage").fetchall()
-        return {stage: (int(tin), int(tout)) for stage, tin, tout in rows}
-
-    def run_cost(self, run_id: str) -> float:
-        """What the run's calls cost so far (estimated from the price table)."""
-        with self._read() as con:
-            (usd,) = con.execute("SELECT coalesce(sum(cost_usd), 0) FROM llm_calls WHERE run_id = ?",
-                                 [run_id]).fetchone()
-        return float(usd)
-
-    def calls_for_run(self, run_id: str, stage: str | None = None) -> list[LLMCallRecord]:
-        """Calls recorded for a run (optionally one stage), oldest first."""
-        with self._read() as con:
-            return q.calls_where(con, "run_id = ? AND (? IS NULL OR stage = ?) ORDER BY created_at, id",
-                                 [run_id, stage, stage])

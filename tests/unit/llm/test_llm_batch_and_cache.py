@@ -53,7 +53,7 @@ def test_a_stage_s_concurrent_calls_become_one_batch_job_costed_at_batch_price(p
         store = Store(tmp_path / "db.duckdb")
         settings = make_settings()
         batcher = Batcher(provider(protocol, server), store, run_id="r-1", stage="stage", poll_seconds=0.05,
-                          collect_seconds=0.3)
+                          collect_seconds=2.0)  # generous: three threads can take long to start on a loaded machine
         gateway = Gateway(batcher.backend, ledger=store, settings=settings, run_id="r-1", batcher=batcher)
         responses = concurrently(gateway, [ask(gateway, f"i{n}") for n in range(3)])
         jobs = list(server.batches.jobs.values())

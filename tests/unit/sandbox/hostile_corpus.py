@@ -31,6 +31,11 @@ class Snippet:
     source: str
     static: str | None = "is not allowed"
     kinds: tuple[str, ...] = VIOLATION
+    # What the OS boundary alone reports (policy and audit hook off), when it must report at all;
+    # ``cgroup``: only where the run has a pids cgroup (sopforge as root).
+    os_kinds: tuple[str, ...] | None = None
+    cgroup: bool = False
+    root: bool = False  # the attack needs sopforge to run as root (a root-only file to read)
     files: dict[str, str] = field(default_factory=dict)
     nodes: dict[str, str] = field(default_factory=dict)
     extra: dict[str, str] = field(default_factory=dict)
@@ -62,6 +67,17 @@ class AaNotesManager({MANAGER}):
         except ValueError:
             with open(os.path.join(_NOTES_HERE, "notes.txt"), "rb") as handle:
                 return handle.read().decode("latin-1")
+'''
+
+# The child's record channel, found the way hostile code with the policy off would: up the stack.
+_RECORD_FD = '''
+import os, sys
+_f = sys._getframe()
+while _f is not None and "record_fd" not in _f.f_locals:
+    _f = _f.f_back
+_fd = _f.f_locals["record_fd"]
+def _frame(tag, body):
+    return tag + len(body).to_bytes(4, "big") + body
 '''
 
 SNIPPETS: list[Snippet] = [
@@ -159,15 +175,9 @@ for _fd in range(3, 64):
             pass
 os.system("touch {MARKER}")
 '''),
-    Snippet("forged_end_record_then_shell", "2 guard blinding", '''
-import os, sys
-_f = sys._getframe()
-while _f is not None and "payload" not in _f.f_locals:
-    _f = _f.f_back
-_p = _f.f_locals["payload"]
-_fd = _f.f_locals["record_fd"]
-os.write(_fd, (_p["nonce"] + ' H {"boundary": {"confined": true}}\\n').encode())
-os.write(_fd, (_p["nonce"] + ' E {"completed": 1}\\n').encode())
+    Snippet("forged_end_record_then_shell", "2 guard blinding", _RECORD_FD + '''
+os.write(_fd, _frame(b"H", b'{"boundary": {"confined": true}, "audit_hook": true}'))
+os.write(_fd, _frame(b"E", b'{"completed": 1}'))
 os.system("touch {MARKER}")
 os._exit(0)
 '''),
@@ -381,4 +391,104 @@ ctypes.CDLL(None).system(b"touch {MARKER}")
     Snippet("sparse_4_gib_data_file", "i20.2 host reads hostile files", "", nodes={"big.csv": "sparse:4294967296"}),
     Snippet("native_module_shadows_helper_py", "i20.5 native module", "import helper\n",
             nodes={"helper.cpython-311-x86_64-linux-gnu.so": "native"}, extra={"helper.py": "VALUE = 1\n"}),
+    # Issue 20, item 3: kernel accounting that was root's. Each one is capped (and, where the
+    # parent can see it, reported) with every Python layer off too.
+    Snippet("thread_flood", "i20.3 per-user counters", '''
+import threading
+threading.stack_size(32768)
+_threads = []
+for _ in range(3000):
+    try:
+        _t = threading.Thread(target=__import__("time").sleep, args=(30,))
+        _t.start()
+        _threads.append(_t)
+    except Exception:
+        break
+''', static="import of 'threading'", os_kinds=VIOLATION, cgroup=True),
+    Snippet("inotify_instances", "i20.3 per-user counters", '''
+import ctypes
+_libc = ctypes.CDLL(None)
+_fds = [_libc.inotify_init1(0) for _ in range(200)]
+''', static="import of 'ctypes'", os_kinds=VIOLATION),
+    Snippet("queued_signals", "i20.3 per-user counters", '''
+import os, signal
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGRTMIN])
+for _ in range(100000):
+    try:
+        os.kill(os.getpid(), signal.SIGRTMIN)
+    except OSError:
+        break
+''', static="import of 'signal'"),
+    Snippet("root_only_file_in_a_bound_folder", "i20.3 per-user counters", '''
+with open("{ROOT_ONLY}", "rb") as _handle:
+    print(_handle.read())
+''', kinds=("policy_violation", "load_error"), root=True),
+    # Issue 20, item 4: the record channel, written by the tool code itself.
+    Snippet("forged_records_hide_a_thread_flood", "i20.4 forged records", _RECORD_FD + '''
+import threading
+os.write(_fd, _frame(b"R", b'{"i": 0, "calls": [{"tool": "verifyPrescriberLicense", "ok": true, "result": {}}]}'))
+os.write(_fd, _frame(b"E", b'{"completed": 1}'))
+for _ in range(3000):
+    try:
+        threading.Thread(target=__import__("time").sleep, args=(30,)).start()
+    except Exception:
+        break
+os._exit(0)
+''', os_kinds=VIOLATION, cgroup=True),
+    Snippet("record_line_of_1_5_gib", "i20.4 forged records", _RECORD_FD + '''
+_chunk = b"x" * (1 << 24)
+for _ in range(96):
+    os.write(_fd, _chunk)
+os._exit(0)
+''', kinds=("bad_output",), os_kinds=("bad_output",)),
+    Snippet("record_frame_of_1_5_gib", "i20.4 forged records", _RECORD_FD + '''
+os.write(_fd, b"R" + (3 << 29).to_bytes(4, "big"))
+_chunk = b"[" * (1 << 24)
+for _ in range(96):
+    os.write(_fd, _chunk)
+os._exit(0)
+''', kinds=("bad_output",), os_kinds=("bad_output",)),
+    Snippet("record_nested_200000_deep", "i20.4 forged records", _RECORD_FD + '''
+os.write(_fd, _frame(b"R", b'{"i": 0, "calls": ' + b"[" * 200000 + b"]" * 200000 + b"}"))
+os.write(_fd, _frame(b"E", b'{"completed": 1}'))
+os._exit(0)
+''', kinds=("bad_output",), os_kinds=("bad_output",)),
+    # Issue 20, item 5: the policy and the hook talked round in one line each; with them the audit
+    # printed PASSED for folders that ran 3,000 threads and exhausted root's inotify instances.
+    Snippet("exec_rebound_then_shell", "i20.5 policy one-liners", '''
+exec = exec
+exec("import os\\nos.system('touch {MARKER}')")
+''', static="binding the name 'exec'"),
+    Snippet("open_default_argument_reads_parent_environ", "i20.5 policy one-liners", '''
+def _leak(open=open):
+    return open("/proc/1/environ", "rb").read()
+print(_leak())
+''', static="binding the name 'open'", kinds=("policy_violation", "load_error")),
+    Snippet("match_self_reaches_builtins", "i20.5 policy one-liners", '''
+match print:
+    case object(__self__=_b):
+        _b.exec("import os\\nos.system('touch {MARKER}')")
+''', static="class pattern reading '__self__'"),
+    Snippet("methodcaller_as_a_value", "i20.5 policy one-liners", '''
+import operator
+_m = operator.methodcaller
+_b = _m("_" + "_getattribute__", "_" + "_self__")(print)
+_b.exec("import os\\nos.system('touch {MARKER}')")
+''', static="'operator.methodcaller' used as a value"),
+    Snippet("format_string_built_by_concatenation", "i20.5 policy one-liners", '''
+def _f():
+    pass
+_globals = ("{0._" + "_globals__}").format(_f)
+import os
+os.system("touch {MARKER}")
+''', static="a format field reading '__globals__'"),
+    Snippet("exec_rebound_thread_flood", "i20.5 policy one-liners", '''
+exec = exec
+exec("import threading, time\\nfor _ in range(3000):\\n    threading.Thread(target=time.sleep, args=(30,)).start()")
+''', static="binding the name 'exec'", os_kinds=VIOLATION, cgroup=True),
+    Snippet("match_inotify_flood", "i20.5 policy one-liners", '''
+match print:
+    case object(__self__=_b):
+        _b.exec("import ctypes\\n_l = ctypes.CDLL(None)\\n_fds = [_l.inotify_init1(0) for _ in range(200)]")
+''', static="class pattern reading '__self__'", os_kinds=VIOLATION),
 ]

@@ -7,6 +7,7 @@ import re
 import shutil
 import socket
 import stat
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,13 +25,15 @@ class Scene:
     marker: Path
     listener: socket.socket
     canaries: tuple[str, ...]
+    root_only: Path | None = None
 
     @property
     def port(self) -> int:
         return self.listener.getsockname()[1]
 
     def fill(self, source: str) -> str:
-        return source.replace("{MARKER}", str(self.marker)).replace("{PORT}", str(self.port))
+        return (source.replace("{MARKER}", str(self.marker)).replace("{PORT}", str(self.port))
+                .replace("{ROOT_ONLY}", str(self.root_only)))
 
     def connections(self) -> int:
         count = 0
@@ -88,3 +91,47 @@ def assert_no_effect(scene: Scene, seen: str, folder: Path, tools_text: str) -> 
     for canary in scene.canaries:
         assert canary not in seen, "an API key from the parent's environment leaked"
     assert (folder / "tools.py").read_text() == tools_text, "the folder's own tools.py changed"
+
+
+class HostWatch:
+    """Samples, while a run is in progress, the host's total thread count and the parent's RSS
+    (this process's, or that of ``pid``: the ``sopforge audit`` process of a CLI test)."""
+
+    def __init__(self, interval: float = 0.02, pid: int | str = "self"):
+        self.interval, self.pid = interval, pid
+        self.base_threads = self.max_threads = _host_threads()
+        self.base_rss = self.max_rss = _rss(pid) or 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.max_threads = max(self.max_threads, _host_threads())
+            self.max_rss = max(self.max_rss, _rss(self.pid) or 0)
+
+    def __enter__(self) -> HostWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def assert_untouched(self) -> None:
+        # Other work on the machine moves these a little; an escape moved them by thousands of
+        # threads (the issue: 17,000) and gigabytes (3.1 GiB for one record).
+        assert self.max_threads - self.base_threads < 1000, (self.base_threads, self.max_threads)
+        assert self.max_rss - self.base_rss < 512 * 1024 ** 2, (self.base_rss, self.max_rss)
+
+
+def _host_threads() -> int:
+    with open("/proc/loadavg", encoding="ascii") as handle:
+        return int(handle.read().split()[3].split("/")[1])
+
+
+def _rss(pid: int | str) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as handle:
+            return next((int(line.split()[1]) * 1024 for line in handle if line.startswith("VmRSS:")), None)
+    except OSError:
+        return None

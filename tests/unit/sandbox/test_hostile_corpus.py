@@ -18,26 +18,42 @@ from pathlib import Path
 import pytest
 
 from hostile_corpus import SNIPPETS, Snippet
-from hostile_scene import Scene, assert_no_effect, hostile_folder
+from hostile_scene import HostWatch, Scene, assert_no_effect, hostile_folder
 from sopforge.sandbox import SandboxLimits, SandboxResult, SandboxUnavailable, run_in_sandbox
 from sopforge.sandbox import boundary
+from sopforge.sandbox.accounting import TaskGroup
+
+HAS_CGROUP = (lambda group: group is not None and (group.close() or True))(TaskGroup.create())
 
 LIMITS = SandboxLimits(wall_seconds=10, cpu_seconds=4, memory_bytes=1024 ** 3)
 CALL = {"op": "call_tools", "groups": [[{"tool": "verifyPrescriberLicense", "input": {"prescription_id": "RX-004512"}}]]}
 MODES = ("full", "policy_off")
 
 
-def run(folder: Path, mode: str) -> SandboxResult:
-    return run_in_sandbox(folder, "tools.py", CALL, limits=LIMITS, skip_policy=mode != "full",
+def run(folder: Path, mode: str, snippet: Snippet | None = None) -> SandboxResult:
+    return run_in_sandbox(folder, "tools.py", CALL, limits=limits_for(snippet), skip_policy=mode != "full",
                           skip_guard=mode == "os_only")
+
+
+def limits_for(snippet: Snippet | None) -> SandboxLimits:
+    """A snippet that a timeout may stop gets 10 s; one that the CPU or memory limit must stop gets
+    long enough for it to do so on a loaded machine (4 CPU seconds can take 10 s of wall clock when
+    the suite runs on every core), so the wall clock never pre-empts the layer under test."""
+    if snippet is None or "timeout" in snippet.kinds:
+        return LIMITS
+    return LIMITS.model_copy(update={"wall_seconds": 60})
 
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("snippet", SNIPPETS, ids=lambda s: s.id)
 def test_each_snippet_is_stopped_and_reported(tmp_path: Path, scene: Scene, snippet: Snippet, mode: str):
+    if snippet.root and os.geteuid() != 0:
+        pytest.skip("the attack needs sopforge to run as root")
     folder = hostile_folder(tmp_path, snippet, scene)
     tools_text = (folder / "tools.py").read_text()
-    result = run(folder, mode)
+    with HostWatch() as host:
+        result = run(folder, mode, snippet)
+    host.assert_untouched()
     seen = result.model_dump_json()
     assert not result.ok, f"reported as a clean run: {seen[:500]}"
     if snippet.staged:  # refused by the host's copy, whatever the mode: no sandbox was started
@@ -56,9 +72,15 @@ def test_each_snippet_is_stopped_and_reported(tmp_path: Path, scene: Scene, snip
 @pytest.mark.parametrize("snippet", SNIPPETS, ids=lambda s: s.id)
 def test_the_os_boundary_alone_contains_each_snippet(tmp_path: Path, scene: Scene, snippet: Snippet):
     # No AST policy and no audit hook: as if both Python layers had been defeated.
+    if snippet.root and os.geteuid() != 0:
+        pytest.skip("the attack needs sopforge to run as root")
     folder = hostile_folder(tmp_path, snippet, scene)
     tools_text = (folder / "tools.py").read_text()
-    result = run(folder, "os_only")
+    with HostWatch() as host:
+        result = run(folder, "os_only")
+    host.assert_untouched()
+    if snippet.os_kinds and (HAS_CGROUP or not snippet.cgroup):  # the OS layers also report it
+        assert not result.ok and result.error_kind in snippet.os_kinds, (result.error_kind, result.error_message)
     assert "audit_hook" not in result.layers
     assert "bubblewrap" in result.layers or (snippet.staged and result.layers == ["staging"]), result.layers
     assert_no_effect(scene, result.model_dump_json(), folder, tools_text)
@@ -67,7 +89,8 @@ def test_the_os_boundary_alone_contains_each_snippet(tmp_path: Path, scene: Scen
 def test_the_corpus_covers_every_class_of_the_issue():
     classes = {s.cls.split(" ")[0] for s in SNIPPETS}
     assert {"1", "2", "3", "4", "sockets", "subprocess", "fork", "ctypes", "threads", "signals", "writes", "huge",
-            "loops", "memory", "recursion", "pickle", "importlib", "sys.modules"} <= classes
+            "loops", "memory", "recursion", "pickle", "importlib", "sys.modules",
+            "i20.1", "i20.2", "i20.3", "i20.4", "i20.5"} <= classes  # issue 20's five items
     assert len(SNIPPETS) >= 40 and len({s.id for s in SNIPPETS}) == len(SNIPPETS)
 
 
@@ -105,9 +128,10 @@ def test_what_the_sandbox_sees_from_inside(tmp_path: Path, scene: Scene):
         "                'pids': sorted(p for p in os.listdir('/proc') if p.isdigit()), 'cwd': os.getcwd()}\n")
     result = run_in_sandbox(folder, "tools.py", {"op": "call_tools", "groups": [[{"tool": "probe"}]]}, limits=LIMITS,
                             skip_policy=True, skip_guard=True)
-    assert result.ok and result.layers == ["staging", "bubblewrap", "seccomp", "rlimits", "wall_clock"]
+    assert result.ok and result.layers == ["staging", "bubblewrap", "unprivileged_uid", "seccomp", "rlimits",
+                                           *(["pids_cgroup"] if HAS_CGROUP else []), "wall_clock"]
     seen = result.results[0][0].result
-    assert seen["uid"] == boundary.SANDBOX_UID and seen["cwd"] == boundary.FOLDER
-    assert seen["pids"] == ["1", "2"]  # bubblewrap's init and the child: nothing of the host
+    assert seen["uid"] == boundary.identity().uid != 0 and seen["cwd"] == boundary.FOLDER
+    assert seen["pids"] == ["1"]  # the child alone, as its namespace's init: nothing of the host
     assert not {"home", "dev", "var", "run", "sys"} & set(seen["root"]), seen["root"]
     assert not {"OPENAI_API_KEY", "ANTHROPIC_API_KEY"} & set(seen["env"]) and "PYTHONHASHSEED" in seen["env"]

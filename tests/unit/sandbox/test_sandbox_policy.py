@@ -231,9 +231,12 @@ def test_own_objects_may_be_changed_and_classes_used_as_intended():
 
 
 def test_shadowed_builtin_names_are_not_confused_with_the_builtins():
-    shadowed = "def call(input, vars):\n    return input['x'] + vars\n"
+    shadowed = "def call(input, type):\n    return input['x'] + type\n"
     assert failures(shadowed) == {}
     assert "line 2: use of 'input'" in failures("def call():\n    return input('x')\n")["interactive"]
+    # Builtins that reach code, files or attributes may not be shadowed at all (issue 20):
+    # `exec = exec` and `def f(open=open)` made every later use look like the module's own name.
+    assert "binding the name 'vars'" in failures("def call(input, vars):\n    return vars\n")["dynamic_code"]
 
 
 def test_caller_may_allow_sibling_modules_but_never_denied_ones():
@@ -262,4 +265,59 @@ def test_pandas_reads_of_own_data_and_seeded_sampling_pass():
         text = df.to_csv(index=False)
         picked = df.sample(2, random_state=0)
         """)
+    assert failures(source) == {}
+
+
+# Issue 20, item 5: each bypass of the issue, and the other members of its class.
+@pytest.mark.parametrize("source", [
+    "exec = exec\nexec('1')\n",
+    "def f(open=open):\n    return open('/etc/passwd').read()\n",
+    "[0 for open in [1]]\n",
+    "for getattr in [len]:\n    pass\n",
+    "(compile := len)\n",
+    "import os as open\n",
+    "from operator import attrgetter as getattr\n",
+    "def eval():\n    pass\n",
+    "class setattr:\n    pass\n",
+    "try:\n    pass\nexcept Exception as globals:\n    pass\n",
+    "match 1:\n    case open:\n        pass\n",
+    "match {}:\n    case {**vars}:\n        pass\n",
+    "with len as open:\n    pass\n",
+    "lambda open: open\n",
+    "class C:\n    __match_args__ = ('__se' + 'lf__',)\n",
+])
+def test_builtins_that_reach_code_files_or_attributes_are_never_rebound(source: str):
+    assert "binding the name" in failures(source).get("dynamic_code", ""), failures(source)
+
+
+@pytest.mark.parametrize(("source", "message"), [
+    ("match print:\n    case object(__self__=b):\n        pass\n", "class pattern reading '__self__'"),
+    ("match x:\n    case object(gi_frame=f):\n        pass\n", "class pattern reading 'gi_frame'"),
+    ("import operator\nm = operator.methodcaller\n", "'operator.methodcaller' used as a value"),
+    ("from operator import attrgetter\nfns = [attrgetter]\n", "'operator.attrgetter' used as a value"),
+    ("import operator as op\nop.methodcaller('format', 1)\n", "methodcaller('format')"),
+    ("def f(g=getattr):\n    return g\n", "'getattr' used as a value"),
+    ("import operator\ngetattr(operator, 'attrgetter')\n", "getattr(..., 'attrgetter')"),
+    ("getattr('{0.x}', 'format')(1)\n", "getattr(..., 'format')"),
+    ("def f(): pass\nx = ('{0._' + '_globals__}').format(f)\n", "a format field reading '__globals__'"),
+    ("x = f'{{0.{1}}}'.format(2)\n", "format"),
+    ("t = ''.join(['{0.', 'x}'])\nt.format(1)\n", "'.format' on t"),
+    ("x = '{0:{1._private}}'.format(1, 2)\n", "a format field reading '_private'"),
+    ("x = '{a.__class__}'.format_map({'a': 1})\n", "a format field reading '__class__'"),
+    ("f = 'x'.format\n", "'.format' on 'x'"),
+    ("str.format('{0.__class__}', 1)\n", "'.format' on str"),
+])
+def test_attribute_reach_through_patterns_operator_and_format_is_refused(source: str, message: str):
+    found = failures(source).get("dynamic_code", "")
+    assert message in found, found
+
+
+@pytest.mark.parametrize("source", [
+    "x = '{0} and {1.name} {a[b]:>{w}}'.format(1, 2, a={}, w=3)\n",
+    "x = ('{0}' + ' {1}').format(1, 2)\n",
+    "import operator\nkey = operator.attrgetter('name')\nby = operator.itemgetter('a')\n",
+    "def call(input, type, data):\n    return input\n",
+    "match {'a': 1}:\n    case {'a': value}:\n        pass\n    case str(x) if x:\n        pass\n",
+])
+def test_ordinary_formatting_matching_and_naming_still_pass(source: str):
     assert failures(source) == {}

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
+import sys
 import textwrap
 import time
 from pathlib import Path
@@ -12,6 +14,9 @@ import pytest
 
 from sopforge.errors import UserError
 from sopforge.sandbox import SandboxLimits, run_in_sandbox
+from sopforge.sandbox.accounting import TaskGroup
+
+HAS_CGROUP = (lambda group: group is not None and (group.close() or True))(TaskGroup.create())
 
 CSV = """\
 application_id,applicant_name,requested_amount,credit_score,dti_ratio,final_decision
@@ -89,7 +94,8 @@ def test_a_well_behaved_manager_returns_correct_json_results(loan_folder: Path):
     assert not failed.ok and failed.error.type == "ValueError"
     assert failed.error.message == "unknown application_id A-9999" and failed.error.line == 14
     assert [c.passed for c in result.checks] == [True]
-    assert result.layers == ["staging", "ast_policy", "bubblewrap", "seccomp", "rlimits", "audit_hook", "wall_clock"]
+    assert result.layers == ["staging", "ast_policy", "bubblewrap", "unprivileged_uid", "seccomp", "rlimits",
+                             *(["pids_cgroup"] if HAS_CGROUP else []), "audit_hook", "wall_clock"]
     assert result.peak_rss_bytes and result.peak_rss_bytes > 1024 ** 2
 
 
@@ -316,19 +322,37 @@ def test_entries_outside_the_folder_are_rejected(loan_folder: Path):
 
 
 @pytest.mark.parametrize(("body", "stopped"), [
-    ("import threading\nt = threading.Thread(target=len, args=('x',))\nt.start()\nt.join()\nreturn 'thread ok'\n", False),
     ("import socket\ntry:\n    socket.socket(socket.AF_UNIX)\nexcept PermissionError:\n    return 'unix refused'\n", False),
     ("import os\nos.fork()\nreturn 'forked'\n", True),
     ("import socket\nsocket.socket(socket.AF_INET)\nreturn 'socket'\n", True),
+    ("import ctypes\nreturn ctypes.CDLL(None).inotify_init1(0)\n", True),
 ])
-def test_the_seccomp_filter_kills_processes_and_sockets_but_not_threads(tmp_path: Path, body: str, stopped: bool):
+def test_the_seccomp_filter_kills_processes_sockets_and_inotify(tmp_path: Path, body: str, stopped: bool):
     # With the audit hook off, the kernel filter alone decides, and a kill is reported as a violation.
     result = run_in_sandbox(tool_folder(tmp_path, body), "tools.py", {"op": "call_tools", "groups": [[call("t")]]},
                             limits=FAST, skip_policy=True, skip_guard=True)
     if stopped:
         assert result.error_kind == "policy_violation" and "seccomp" in result.error_message
     else:
-        assert result.ok and result.results[0][0].result in ("thread ok", "unix refused"), result.error_message
+        assert result.ok and result.results[0][0].result == "unix refused", result.error_message
+
+
+THREAD = "import threading\nt = threading.Thread(target=len, args=('x',))\nt.start()\nt.join()\nreturn 'thread ok'\n"
+
+
+@pytest.mark.parametrize("guard", [True, False])
+def test_a_thread_is_a_violation_unless_the_limits_allow_one(tmp_path: Path, guard: bool):
+    folder = tool_folder(tmp_path, THREAD)
+    payload = {"op": "call_tools", "groups": [[call("t")]]}
+    refused = run_in_sandbox(folder, "tools.py", payload, limits=FAST, skip_policy=True, skip_guard=not guard)
+    if guard or HAS_CGROUP:  # the audit hook's stub, or the cgroup's count of refused tasks
+        assert refused.error_kind == "policy_violation", refused.error_message
+        assert ("thread" in refused.error_message or "processes or threads" in refused.error_message)
+    else:  # RLIMIT_NPROC alone refuses it without the parent seeing it
+        assert not refused.results[0][0].ok
+    allowed = run_in_sandbox(folder, "tools.py", payload, limits=FAST.model_copy(update={"max_processes": 1}),
+                             skip_policy=True, skip_guard=not guard)
+    assert allowed.ok and allowed.results[0][0].result == "thread ok", allowed.error_message
 
 
 def test_seccomp_programs_exist_for_x86_64_and_aarch64_only():
@@ -388,3 +412,50 @@ def test_an_interpreter_that_lives_under_tmp_still_runs_in_the_sandbox(tmp_path:
     done = subprocess.run([str(venv / "bin" / "python"), "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == [True, {"credit_score": 742}]
+
+
+SYSTEM_PYTHON = Path(f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}")
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not SYSTEM_PYTHON.exists(),
+                    reason="needs root and a system interpreter of this version the sandbox user can read")
+def test_root_without_cap_sys_admin_drops_to_the_sandbox_uid_before_bubblewrap(tmp_path: Path, loan_folder: Path):
+    # Docker's default container: root, but no CAP_SYS_ADMIN, so bubblewrap cannot set up the
+    # container as root. setpriv drops to HOST_ID first and bubblewrap runs unprivileged as it;
+    # the interpreter must be one HOST_ID can read (this venv's base lives under /root).
+    import shutil
+    import subprocess
+    import sysconfig
+    import tempfile
+
+    home = Path(tempfile.mkdtemp(prefix="sopforge-system-venv-"))  # pytest's own tmp is 0700
+    home.chmod(0o755)
+    venv = home / "venv"
+    subprocess.run([str(SYSTEM_PYTHON), "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    (site / "outer.pth").write_text(sysconfig.get_paths()["purelib"] + "\n" +
+                                    str(Path(__file__).resolve().parents[3] / "src") + "\n")
+    script = ("import json, pathlib; from sopforge.sandbox import boundary, run_in_sandbox, SandboxLimits; "
+              "boundary.has_sys_admin = lambda: False; "
+              f"r = run_in_sandbox(pathlib.Path({str(loan_folder)!r}), 'tools.py', {{'op': 'call_tools', 'groups': "
+              "[[{'tool': 'getCreditScore', 'input': {'application_id': 'A-0001'}}]]}, "
+              "limits=SandboxLimits(wall_seconds=30, cpu_seconds=10, memory_bytes=512 * 1024 ** 2)); "
+              "print(json.dumps([boundary.identity().drop, r.ok, r.layers, "
+              "r.results[0][0].result if r.results else r.error_message]))")
+    try:
+        done = subprocess.run([str(venv / "bin" / "python"), "-c", script], capture_output=True, text=True,
+                              timeout=120)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    drop, ok, layers, result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert drop == "outside" and ok and result == {"credit_score": 742}, (result, layers)
+    assert {"bubblewrap", "unprivileged_uid", "seccomp"} <= set(layers)
+
+
+def test_an_unknown_limit_is_refused_not_ignored():
+    # SandboxLimits(network_namespace="off") read as if it switched the network namespace off.
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="network_namespace"):
+        SandboxLimits(network_namespace="off")

@@ -87,3 +87,49 @@ def test_an_unrelated_duckdb_error_is_not_called_damage(tmp_path):
     store = _filled(tmp_path / "sopforge.duckdb")
     with store._read() as con, pytest.raises(duckdb.CatalogException):
         con.execute("SELECT * FROM no_such_table")
+
+
+def _blocks_of(path: Path, table: str) -> set[int]:
+    with duckdb.connect(str(path), read_only=True) as con:
+        tables = [t for (t,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE NOT internal").fetchall()]
+        used = {t: {b for (b,) in con.execute(f"SELECT DISTINCT block_id FROM pragma_storage_info('{t}') "
+                                              "WHERE block_id >= 0").fetchall()} for t in tables}
+    return used[table] - set().union(*(b for t, b in used.items() if t != table))
+
+
+def _dataset_rows_block_overwritten(path: Path) -> None:
+    """64 bytes overwritten at the start of a data block that only ``dataset_rows`` reads."""
+    block = min(_blocks_of(path, "dataset_rows"))
+    data = bytearray(path.read_bytes())
+    start = HEADERS + block * BLOCK + 16
+    data[start:start + 64] = b"\xab" * 64
+    path.write_bytes(bytes(data))
+
+
+def _cut_to_a_third(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 3])
+
+
+@pytest.mark.parametrize("damage, what", [(_dataset_rows_block_overwritten, "checksum"), (_cut_to_a_third, "truncated")],
+                         ids=["a dataset_rows block overwritten", "cut to a third"])
+def test_a_store_opened_for_work_is_verified_whole(tmp_path, damage, what):
+    # Issue 21: `generate` reported success on a store whose dataset_rows failed DuckDB's checksum,
+    # because nothing it did read that table; the store is now read whole where a run opens it.
+    path = tmp_path / "home" / "sopforge.duckdb"
+    _filled(path)
+    damage(path)
+    fresh = Store(path, lock_timeout=5)
+    for name, attempt in {"verify": fresh.verify, "check_writable": fresh.check_writable}.items():
+        with pytest.raises(UserError) as err:
+            attempt()
+        message = str(err.value)
+        assert "\n" not in message and str(path) in message and what in message, (name, message)
+
+
+def test_verifying_a_sound_store_reads_it_and_changes_nothing(tmp_path):
+    path = tmp_path / "home" / "sopforge.duckdb"
+    _filled(path)
+    before = path.read_bytes()
+    Store(path).verify()
+    assert path.read_bytes() == before

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sopforge.families import EditSpec, ExportSpec, Family, FamilySummary, OptionsSpec, StageSpec, SummaryTable, TableView
+from sopforge.families.protocol import EditSpec, ExportSpec, Family, FamilySummary, OptionsSpec, StageSpec, SummaryTable, TableView
 from sopforge.families.maze import render
 from sopforge.families.maze.evaluation import EVALUATION
 from sopforge.families.maze.models.baselines import BaselineReport
@@ -84,6 +84,7 @@ STAGES: tuple[StageSpec, ...] = (
         name=package_stage.STAGE,
         parents=(scenario_stage.LRS_STAGE, scenario_stage.HRS_STAGE, instances_stage.STAGE, baselines_stage.STAGE),
         kind="maze_package", model=MazePackage, template_ids=(), run=package_stage.run, uses_llm=False, gate=True,
+        per_run=True,
         make_inputs=lambda spec, up, ctx: package_stage.PackageInputs(
             run_id=ctx.run_id, theme=spec.theme, theme_slug=spec.slug, lrs=up[scenario_stage.LRS_STAGE],
             hrs=up[scenario_stage.HRS_STAGE], instances=up[instances_stage.STAGE],

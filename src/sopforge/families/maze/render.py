@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from sopforge.families.maze.models.scenario import HRSScenario, LRSScenario, atoms_of
-from sopforge.render import funnel_markdown, markdown_table
+from sopforge.markdown import funnel_markdown, markdown_table
 
 __all__ = ["baselines_markdown", "instance_rows", "instances_markdown", "package_markdown", "scenario_markdown",
            "scenario_set_markdown"]

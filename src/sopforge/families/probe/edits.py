@@ -11,7 +11,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from sopforge.checks import CheckResult
-from sopforge.families import EditSpec
+from sopforge.families.protocol import EditSpec
 from sopforge.families.probe.models.bottlenecks import BottleneckSet
 from sopforge.families.probe.verify.bottleneck_checks import check_actions, check_bottlenecks
 from sopforge.settings import Settings

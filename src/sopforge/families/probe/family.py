@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sopforge.families import ExportSpec, Family, FamilySummary, OptionsSpec, StageSpec, SummaryTable, TableView
+from sopforge.families.protocol import ExportSpec, Family, FamilySummary, OptionsSpec, StageSpec, SummaryTable, TableView
 from sopforge.families.probe import edits, render
 from sopforge.families.probe.export.samples import PAPER_TABLE_1
 from sopforge.families.probe.models.bottlenecks import BottleneckSet
@@ -122,7 +122,7 @@ STAGES: tuple[StageSpec, ...] = (
     StageSpec(
         name=package.STAGE,
         parents=(bottlenecks.STAGE, evidence.STAGE, distractors.STAGE, hard_negatives.STAGE, assembly.STAGE),
-        kind="probe_package", model=ProbeManifest, template_ids=(), run=package.run, uses_llm=False,
+        kind="probe_package", model=ProbeManifest, template_ids=(), run=package.run, uses_llm=False, per_run=True,
         make_inputs=_package_inputs, render=render.package_markdown,
     ),
 )

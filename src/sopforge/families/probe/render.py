@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sopforge.render import funnel_markdown, markdown_table
+from sopforge.markdown import funnel_markdown, markdown_table
 
 __all__ = ["assembly_markdown", "bottlenecks_markdown", "documents_markdown", "package_markdown", "personas_markdown",
            "plans_markdown", "sample_rows", "world_markdown"]

@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from sopforge.checks import CheckResult, blocking_failures
-from sopforge.families import EditSpec
+from sopforge.families.protocol import EditSpec
 from sopforge.families.sop_tools.models.sop import SOPDocument
 from sopforge.families.sop_tools.models.tools import ToolsArtifact
 from sopforge.families.sop_tools.verify.api_graph_checks import check_graph

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sopforge.families import ExportSpec, Family, FamilySummary, OptionsSpec, StageSpec, SummaryTable, TableView
+from sopforge.families.protocol import ExportSpec, Family, FamilySummary, OptionsSpec, StageSpec, SummaryTable, TableView
 from sopforge.families.sop_tools import edits, render
 from sopforge.families.sop_tools.evaluation import EVALUATION
 from sopforge.families.sop_tools.export.tables import ArtifactRef
@@ -126,6 +126,7 @@ STAGES: tuple[StageSpec, ...] = (
         name="package",
         parents=("context", "sop", "api_graph", "tools", "reference", "distractors", "manipulations"),
         kind="package", model=PackageManifest, template_ids=(), run=package_stage.run, uses_llm=False, gate=True,
+        per_run=True,
         make_inputs=lambda spec, up, ctx: package_stage.PackageInputs(
             run_id=ctx.run_id, theme=spec.theme, theme_slug=spec.slug, context=up["context"], sop=up["sop"],
             api_graph=up["api_graph"], tools=up["tools"], ground_truth=up["reference"],

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sopforge.render import funnel_markdown, markdown_table
+from sopforge.markdown import funnel_markdown, markdown_table
 
 
 def schema_rows(content: dict[str, Any]) -> list[dict[str, Any]]:

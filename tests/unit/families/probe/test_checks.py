@@ -6,12 +6,14 @@ from __future__ import annotations
 import pytest
 
 from sopforge.errors import UserError
+from sopforge.families.probe.models.bottlenecks import Action, Bottleneck
 from sopforge.families.probe.models.documents import Document, document_id, parse_document
 from sopforge.families.probe.stages.assembly import datastore
 from sopforge.families.probe.verify.bottleneck_checks import bottleneck_keywords, check_actions
 from sopforge.families.probe.verify.document_checks import check_document, identifiers
 from sopforge.families.probe.verify.shortcut import bm25_ranking, two_sample_tests
 from sopforge.parsing import ParseError
+from conftest import pharmacy_world
 
 
 def failed(checks) -> dict[str, str]:
@@ -47,6 +49,44 @@ def test_keywords_are_names_identifiers_and_proper_nouns_not_ordinary_words(worl
     assert not {"90-day", "lisinopril", "renewal", "march"} & keywords
     assert identifiers("RX-88213, CHG-20418 and ENG4521 in a 90-day, 24-hour window on 2026-03-02") == {
         "RX-88213", "CHG-20418", "ENG4521"}
+
+
+ORTIZ_BOTTLENECK = ("Dr. Lena Ortiz has not returned the Prior Authorization for Gerald Huang's Eliquis (PA-55821) in "
+                    "CoverMyMeds, and his Medicare Part D claim will reject after 2026-03-09. Omar Haddad cannot "
+                    "release the refill until she signs.")
+
+
+def action(id_: str, description: str, params: list[str], solves: int | None = None) -> Action:
+    return Action(id=id_, type="send_email", description=description, params_schema={"required": params},
+                  solves_bottleneck=solves)
+
+
+def test_everyday_domain_words_are_not_bottleneck_keywords():
+    """Capitalised words the persona's world uses every day (its processes, tools, goals) may appear in actions;
+    only the bottleneck's own details may not. The old check banned every capitalised word of the bottleneck."""
+    world = pharmacy_world()
+    bottleneck = Bottleneck(description=ORTIZ_BOTTLENECK, primary_person="Lena Ortiz", urgency="high", type="approval")
+    keywords = bottleneck_keywords(bottleneck, world)
+    assert {"lena ortiz", "ortiz", "pa-55821", "eliquis", "huang", "gerald", "omar haddad"} <= keywords
+    assert not {"prior", "authorization", "covermymeds", "medicare", "part", "dr"} & keywords
+    everyday = [
+        action("chase_pending_authorization", "Follow up on a pending Prior Authorization in CoverMyMeds with the "
+               "prescriber's office and record the answer.", ["prescriber_office", "request_reference", "follow_up_by"], 1),
+        action("reconcile_part_d_rejects", "Work through this week's Medicare Part D rejects in PioneerRx and resubmit "
+               "the ones that can be fixed at the counter.", ["reject_batch", "owner"]),
+    ]
+    problems = failed(check_actions(everyday, [bottleneck], world, 2))
+    assert "probe_actions.no_bottleneck_keywords" not in problems, problems
+
+
+def test_an_action_naming_the_bottlenecks_own_details_is_still_refused():
+    world = pharmacy_world()
+    bottleneck = Bottleneck(description=ORTIZ_BOTTLENECK, primary_person="Lena Ortiz", urgency="high", type="approval")
+    leaky = [action("call_prescriber", "Phone Dr. Ortiz about the Eliquis form PA-55821.", ["phone_number"], 1),
+             action("file_notes", "File the day's counselling notes.", ["notes"])]
+    message = failed(check_actions(leaky, [bottleneck], world, 2))["probe_actions.no_bottleneck_keywords"]
+    assert "ortiz" in message and "eliquis" in message and "pa-55821" in message
+    assert "covermymeds" not in message
 
 
 EMAIL = """From: Priya Raman <priya.raman@brightwaterrx.com>

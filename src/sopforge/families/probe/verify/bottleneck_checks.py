@@ -3,6 +3,12 @@
 The action-space rules are T1's own (L533-540, L702-710): exactly one action solves each
 bottleneck, and no action names the people, organisations or details of a bottleneck. "Keywords"
 are made concrete here (:func:`bottleneck_keywords`) so the rule can be checked without an LLM.
+
+A keyword must be *distinctive* of the bottleneck. People's names, the company and identifiers
+always are. Any other proper noun is one only when the persona's world does not use it: a
+pharmacy's "Prior Authorization", "CoverMyMeds" or "Medicare Part D" are its everyday words (they
+sit in its processes, tools and goals), and an action space that may not say them cannot describe
+the persona's work at all; a drug or a payer that only this bottleneck names is a giveaway.
 """
 
 from __future__ import annotations
@@ -15,7 +21,8 @@ from sopforge.families.probe.models.bottlenecks import Action, Bottleneck
 from sopforge.families.probe.models.world import WorldModel
 from sopforge.families.probe.verify.document_checks import identifiers
 
-__all__ = ["bottleneck_keywords", "check_actions", "check_bottlenecks", "content_words", "keyword_hits"]
+__all__ = ["bottleneck_keywords", "check_actions", "check_bottlenecks", "content_words", "keyword_hits",
+           "world_vocabulary"]
 
 _MONTHS_DAYS = {m.lower() for m in (
     "January February March April May June July August September October November December Monday Tuesday "
@@ -33,12 +40,28 @@ def content_words(text: str) -> set[str]:
     return {w for w in re.findall(r"[a-z][a-z'-]{2,}", text.lower()) if w not in _STOP}
 
 
-def bottleneck_keywords(bottleneck: Bottleneck, world: WorldModel) -> set[str]:
-    """What an action must never say about this bottleneck (lower case).
+def world_vocabulary(world: WorldModel) -> Counter[str]:
+    """How often each word occurs in the persona's world outside its people's names (lower case):
+    the organisation, its processes and meetings, the persona's goals, tools and challenges, and
+    what each relationship does. A proper noun found here is the persona's everyday vocabulary."""
+    names = {part.lower() for person in world.people() for part in person.split()}
+    o, c = world.org, world.personal
+    text = " ".join([
+        world.persona.occupation, world.persona.about, o.company_type, o.department, o.reporting_to,
+        *o.key_processes, *o.typical_meetings, c.work_style, *c.current_goals, *c.constraints,
+        c.communication_preferences, *c.tools_used, *c.biggest_challenges,
+        *(f"{r.role} {r.department} {r.interaction} {r.status}" for r in world.relationships)])
+    return Counter(w for w in re.findall(r"[a-z][a-z0-9'-]*", text.lower()) if w not in names)
 
-    The names (full, first and last) of every person the description mentions, the company name,
-    identifiers (``RX-4471``, ``ENG4521``; see :func:`identifiers`), and capitalised words that do not
-    start a sentence (proper nouns such as a drug, payer or system name), months and days excepted.
+
+def bottleneck_keywords(bottleneck: Bottleneck, world: WorldModel) -> set[str]:
+    """What an action must never say about this bottleneck (lower case): its distinctive words.
+
+    Always: the names (full, first and last) of every person the description mentions, the company
+    name and identifiers (``RX-4471``, ``ENG4521``; see :func:`identifiers`). Capitalised words that
+    do not start a sentence (proper nouns such as a drug, payer or system name), months and days
+    excepted, only when the persona's world never uses them (:func:`world_vocabulary`): those are
+    this bottleneck's details, the others the persona's everyday work.
     """
     text = bottleneck.description
     lowered = text.lower()
@@ -49,11 +72,13 @@ def bottleneck_keywords(bottleneck: Bottleneck, world: WorldModel) -> set[str]:
             words |= {person.lower(), *(p.lower() for p in parts if len(p) > 2)}
     words.add(world.org.company_name.lower())
     words |= {x.lower() for x in identifiers(text)}
+    everyday = world_vocabulary(world)
     for sentence in re.split(r"(?<=[.!?])\s+", text):
         tokens = re.findall(r"[A-Za-z][A-Za-z'-]*", sentence)
         for token in tokens[1:]:
-            if token[0].isupper() and token.lower() not in _MONTHS_DAYS and token.lower() not in _STOP:
-                words.add(token.lower().strip("'s"))
+            word = token.lower().removesuffix("'s")
+            if token[0].isupper() and word not in _MONTHS_DAYS and word not in _STOP and not everyday[word]:
+                words.add(word)
     return {w for w in words if len(w) > 1}
 
 

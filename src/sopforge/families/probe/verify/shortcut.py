@@ -23,7 +23,6 @@ import re
 from collections import Counter
 
 import numpy as np
-from scipy import stats
 
 from sopforge.families.probe.models.bottlenecks import Action
 from sopforge.families.probe.models.documents import Document
@@ -117,6 +116,8 @@ def two_sample_tests(true_positives: list[Document], others: list[Document], *, 
     """
     if len(true_positives) < 2 or len(others) < 2:
         return []
+    from scipy import stats  # here, not at the top: every CLI command that loads the family would pay ~1 s
+
     features = list(format_features(true_positives[0]))
     level = alpha / (len(features) + 1)
     tests = []

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
-import pandas as pd
 
 __all__ = ["expected_value", "roundtrip_problems", "table_problems", "to_cell", "write_csv"]
 
@@ -135,6 +134,8 @@ def table_problems(rows: list[dict[str, Any]], columns: list[str], *, may_be_mis
 def roundtrip_problems(path: Path | TextIO, columns: list[str], rows: list[dict[str, Any]], *,
                        limit: int = 10) -> list[str]:
     """Compare ``pandas.read_csv(path)`` with the intended values; one message per bad column."""
+    import pandas as pd  # here, not at the top: the family is loaded by commands that only read the store
+
     frame = pd.read_csv(path)
     problems = []
     if list(frame.columns) != columns:

@@ -1,0 +1,266 @@
+"""The ledger's files beside the database: a write-ahead journal of paid calls, and in-flight claims.
+
+Both live in ``<database>.ledger/`` (``sopforge.duckdb.ledger/``):
+
+- ``journal-<pid>-<start>-<host>.jsonl``: every call this process recorded, one JSON line each, appended
+  before the call is queued for the database (``sopforge.store.base`` writes calls behind, batched, within
+  half a second). A SIGKILL in that half second used to lose the record of calls already paid for: the
+  resumed run asked them again and ``llm_calls`` and ``--max-cost`` never saw the first payment. A line
+  appended with one ``write`` is in the kernel's page cache at once and survives the process; the journal
+  is emptied once its calls are committed, removed when the process exits, and a journal whose process is
+  gone is *folded* into ``llm_calls`` (idempotently: call ids are primary keys) by the next process that
+  opens the store.
+- ``claim-<request hash>``: a call in flight. Created exclusively before a call is sent and removed when it
+  ends, so a second process asking the same prompt (a resumed run, a concurrent run of the same theme)
+  waits for the first one's answer instead of paying for it again. A claim whose process is gone, or that
+  is older than the caller's longest possible call, is taken over.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+
+import duckdb
+
+from sopforge.llm.types import LLMCallRecord
+
+from .owner import STALE_AFTER, Owner, process_alive
+
+__all__ = ["Journal", "claim_file", "fold_journals", "has_orphans", "journaled_answer", "ledger_dir", "remove_folded"]
+
+_JOURNAL_RE = re.compile(r"^journal-(\d+)-(\d+)-(.*)\.jsonl$")
+_POLL_SECONDS = (0.02, 0.05, 0.1, 0.2)
+
+
+def ledger_dir(db_path: Path) -> Path:
+    """The folder of journals and claims that belongs to the database file ``db_path``."""
+    return db_path.with_name(db_path.name + ".ledger")
+
+
+def _owner_name(owner: Owner) -> str:
+    host = re.sub(r"[^A-Za-z0-9._-]", "_", owner.host)
+    return f"{owner.pid}-{owner.started or 0}-{host}"
+
+
+def _gone(pid: int, started: str | None, host: str, mtime: float) -> bool:
+    """Whether the process that wrote a journal or a claim has ended (another host: no sign of life
+    for ``STALE_AFTER``, since its pid cannot be checked from here)."""
+    if host == re.sub(r"[^A-Za-z0-9._-]", "_", socket.gethostname()):
+        return not process_alive(pid, None if started in (None, "0") else started)
+    return time.time() - mtime > STALE_AFTER.total_seconds()
+
+
+class Journal:
+    """This process's journal for one database (one instance per database file and process).
+
+    Appends happen under the caller's lock (the write-behind queue's), together with queueing the
+    call, so :meth:`clear` (called under the same lock once the queue is empty) never drops a line
+    whose call is not committed yet.
+    """
+
+    def __init__(self, db_path: Path):
+        self.folder = ledger_dir(db_path)
+        self.path: Path | None = None
+        self._fd: int | None = None
+        self._pid = os.getpid()
+        self._dirty = False
+        self._kept = False
+
+    def append(self, record: LLMCallRecord) -> None:
+        """Write one call as one line, with one ``write`` (whole, or not at all, for other readers)."""
+        if self._fd is None or self._pid != os.getpid():  # first call, or a forked child: its own file
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self.path = self.folder / f"journal-{_owner_name(Owner.current())}.jsonl"
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            self._pid = os.getpid()
+        os.write(self._fd, (record.model_dump_json() + "\n").encode("utf-8"))
+        self._dirty = True
+
+    def keep(self) -> None:
+        """A write of journaled calls failed: keep every line from now on, for the next process to fold."""
+        self._kept = True
+
+    def clear(self) -> None:
+        """Every journaled call is committed: start the journal afresh."""
+        if self._fd is not None and self._dirty and not self._kept:
+            os.ftruncate(self._fd, 0)
+            self._dirty = False
+
+    def close(self) -> None:
+        """Remove the journal (at exit, after the last flush committed everything)."""
+        if self._fd is None:
+            return
+        dirty, self._dirty = self._dirty or self._kept, False
+        os.close(self._fd)
+        self._fd = None
+        if not dirty and self.path is not None:
+            self.path.unlink(missing_ok=True)
+
+
+def _records(path: Path) -> Iterator[LLMCallRecord]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return
+    for line in text.splitlines():
+        try:
+            yield LLMCallRecord.model_validate_json(line)
+        except ValueError:
+            continue  # a line cut short by a machine crash: the call was never acknowledged either
+
+
+def _orphans(folder: Path) -> list[Path]:
+    """Journals whose process is gone."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        match = _JOURNAL_RE.match(name)
+        if match is None:
+            continue
+        path = folder / name
+        try:
+            mtime = path.stat().st_mtime
+        except OSError:
+            continue
+        if _gone(int(match[1]), match[2], match[3], mtime):
+            found.append(path)
+    return found
+
+
+def has_orphans(db_path: Path) -> bool:
+    """Whether a journal of a process that is gone waits to be folded into the database."""
+    return bool(_orphans(ledger_dir(db_path)))
+
+
+def fold_journals(con: duckdb.DuckDBPyConnection, db_path: Path,
+                  insert: Callable[[duckdb.DuckDBPyConnection, LLMCallRecord], None]) -> list[Path]:
+    """Insert the calls of every orphaned journal into ``llm_calls`` (``insert(con, record)``) and return
+    those journals, for :func:`remove_folded` once the caller has committed.
+
+    A crash before the files are removed only folds them again: inserting a call id that is already
+    stored keeps the stored row.
+    """
+    orphans = _orphans(ledger_dir(db_path))
+    for path in orphans:
+        for record in _records(path):
+            insert(con, record)
+    return orphans
+
+
+def remove_folded(paths: list[Path]) -> None:
+    """Remove folded journals, and the claims that processes which are gone left behind."""
+    for path in paths:
+        path.unlink(missing_ok=True)
+    if paths:
+        _remove_dead_claims(paths[0].parent)
+
+
+def journaled_answer(db_path: Path, request_hash: str) -> LLMCallRecord | None:
+    """The newest successful call with this hash in any process's journal (answered, not committed yet)."""
+    folder = ledger_dir(db_path)
+    try:
+        names = [n for n in os.listdir(folder) if _JOURNAL_RE.match(n)]
+    except OSError:
+        return None
+    best: LLMCallRecord | None = None
+    for name in names:
+        for record in _records(folder / name):
+            if record.request_hash == request_hash and record.error is None and record.response is not None \
+                    and (best is None or record.created_at > best.created_at):
+                best = record
+    return best
+
+
+# --- claims on calls in flight ------------------------------------------------------------------
+
+_held: set[Path] = set()
+_held_lock = threading.Lock()
+
+
+def _read_claim(path: Path) -> tuple[dict, float] | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8") or "{}"), path.stat().st_mtime
+    except (OSError, ValueError):
+        return None
+
+
+def _claim_gone(path: Path, max_age: float) -> bool:
+    """The claim's process ended, or the claim outlived the longest call its process could make."""
+    found = _read_claim(path)
+    if found is None:
+        return False  # being written or just removed: look again
+    owner, mtime = found
+    if time.time() - mtime > max_age:
+        return True
+    pid, host = owner.get("pid"), owner.get("host")
+    if not isinstance(pid, int) or not isinstance(host, str):
+        return True
+    return _gone(pid, owner.get("started"), re.sub(r"[^A-Za-z0-9._-]", "_", host), mtime)
+
+
+def _remove_dead_claims(folder: Path) -> None:
+    try:
+        names = [n for n in os.listdir(folder) if n.startswith("claim-")]
+    except OSError:
+        return
+    for name in names:
+        path = folder / name
+        if path not in _held and _claim_gone(path, max_age=float("inf")):
+            path.unlink(missing_ok=True)
+
+
+@contextmanager
+def claim_file(db_path: Path, request_hash: str, *, max_wait: float) -> Iterator[bool]:
+    """Hold the claim on ``request_hash`` for the block; yield whether another holder was waited for.
+
+    Waits while another live process (or another thread of this one) holds it, at most ``max_wait``
+    seconds, after which the claim counts as abandoned and is taken over.
+    """
+    folder = ledger_dir(db_path)
+    path = folder / f"claim-{request_hash}"
+    owner = Owner.current()
+    body = json.dumps({"host": owner.host, "pid": owner.pid, "started": owner.started,
+                       "at": datetime.now(timezone.utc).isoformat()})
+    waited = False
+    deadline = time.monotonic() + max_wait
+    polls = 0
+    while True:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            waited = True
+            if time.monotonic() > deadline or _claim_gone(path, max_age=max_wait):
+                path.unlink(missing_ok=True)  # taken over: its holder is gone or stuck
+                continue
+            time.sleep(_POLL_SECONDS[min(polls, len(_POLL_SECONDS) - 1)])
+            polls += 1
+            continue
+        except OSError:
+            yield False  # the folder cannot be written: no claim, as before claims existed
+            return
+        try:
+            os.write(fd, body.encode("utf-8"))
+        finally:
+            os.close(fd)
+        break
+    with _held_lock:
+        _held.add(path)
+    try:
+        yield waited
+    finally:
+        with _held_lock:
+            _held.discard(path)
+        path.unlink(missing_ok=True)
