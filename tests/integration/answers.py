@@ -7,25 +7,31 @@ from pathlib import Path
 
 from sopforge.llm.providers._files import read_response, split_front_matter
 
-RECORDINGS = Path(__file__).resolve().parents[2] / "examples" / "recordings" / "pharmacy_refills"
-# The PROBE (probe_*) and SOP-Maze (maze_*) families' recordings are counted apart: calls of a run
-# that builds that family.
-PROBE_CALLS = len(list(RECORDINGS.glob("pharmacy_refills__probe_*.response.md")))
+ROOT = Path(__file__).resolve().parents[2]
+RECORDINGS = ROOT / "examples" / "recordings" / "pharmacy_refills"
+# PROBE's answers until the PROBE issue re-records them (tests/fixtures/probe_handwritten/README.md).
+PROBE_RECORDINGS = ROOT / "tests" / "fixtures" / "probe_handwritten"
+PROBE_CALLS = len(list(PROBE_RECORDINGS.glob("pharmacy_refills__probe_*.response.md")))
+# The SOP-Maze (maze_*) family's recordings are counted apart: calls of a run that builds that family.
 MAZE_CALLS = len(list(RECORDINGS.glob("*__maze_*.response.md")))
-# Every LLM call of the example run of the sop_tools family (and the shared context), each answered
-# once: the recordings are its answers.
-RECORDED_CALLS = len(list(RECORDINGS.glob("*.response.md"))) - PROBE_CALLS - MAZE_CALLS
-# The chain up to the reference stage: one call per stage, two dataset batches, three tools asks.
-CHAIN_CALLS = 10
+# Every LLM call of the example run of the sop_tools family (and the shared context), re-asks
+# included (<key>__a2 answers the second ask): the recordings are its answers.
+RECORDED_CALLS = len(list(RECORDINGS.glob("*.response.md"))) - MAZE_CALLS
+# The chain up to the reference stage, in the stages it asks: the independent answerer's first
+# dataset batch and reference procedure were each asked again once.
+CHAIN_STAGES = ["context", "schema", "sop", "api_graph", "dataset", "dataset", "dataset", "tools", "tools", "tools",
+                "reference", "reference"]
+CHAIN_CALLS = len(CHAIN_STAGES)
 THEME = ("Retail pharmacy prescription refill requests: deciding whether a patient's refill can be "
          "dispensed, must be referred to the prescriber, or must be denied")
 
 
-def recorded_answer(stage: str, item: str = "main") -> str:
-    text = (RECORDINGS / f"pharmacy_refills__{stage}__{item}__a1.response.md").read_text()
-    if text.startswith("---\n"):
-        text = text.split("\n---\n", 1)[1]
-    return text
+def recorded_answer(stage: str, item: str = "main", attempt: int = 1) -> str:
+    """The recorded answer to ``attempt`` of this call (its first answer when it was not asked again)."""
+    path = RECORDINGS / f"pharmacy_refills__{stage}__{item}__a{attempt}.response.md"
+    if not path.exists():
+        path = path.with_name(f"pharmacy_refills__{stage}__{item}__a1.response.md")
+    return read_response(path)[1]
 
 
 # The hardening stages ask many prompts per stage (one per variant type, task, manipulation);
@@ -129,14 +135,16 @@ def by_stage(overrides: dict[str, str] | None = None):
     def respond(body: dict, protocol: str) -> str:
         prompt = prompt_text(body, protocol)
         stage = stage_of(prompt)
+        attempt = sum(m["role"] == "user" for m in body["messages"])  # a re-ask adds the reason as a user turn
         if stage in overrides:
             return overrides[stage]
         if stage == "dataset":
-            return recorded_answer(stage, "batch1" if "None yet: this is the first batch" in prompt else "batch2")
+            batch = "batch1" if "None yet: this is the first batch" in prompt else "batch2"
+            return recorded_answer(stage, batch, attempt)
         if stage.startswith("tools/"):
-            return recorded_answer("tools", stage.split("/")[1])
+            return recorded_answer("tools", stage.split("/")[1], attempt)
         if "/" in stage:
             return recorded_for_prompt(body)
-        return recorded_answer(stage)
+        return recorded_answer(stage, attempt=attempt)
 
     return respond

@@ -9,7 +9,7 @@ import httpx
 import pyarrow.parquet as pq
 import pytest
 
-from answers import CHAIN_CALLS, RECORDED_CALLS, THEME, by_stage, recorded_answer
+from answers import CHAIN_CALLS, CHAIN_STAGES, RECORDED_CALLS, THEME, by_stage, recorded_answer
 from sopforge.families import plan
 from sopforge.llm.testserver import FakeLLMServer, status
 
@@ -138,8 +138,7 @@ def test_live_provider_through_its_sdk_with_a_rate_limit_retry(cli, provider):
     assert rows[0] == ("context", provider, "test-model", 2)
     assert {(p, m, attempts) for _, p, m, attempts in rows[1:]} == {(provider, "test-model", 1)}
     stages = [r[0] for r in rows]
-    assert sorted(stages[:CHAIN_CALLS]) == sorted(["context", "schema", "sop", "api_graph", "dataset", "dataset", "tools",
-                                                   "tools", "tools", "reference"])
+    assert sorted(stages[:CHAIN_CALLS]) == sorted(CHAIN_STAGES)
     assert sorted(stages[CHAIN_CALLS:]) == sorted(["distractors"] * 2 + ["manipulations"] * (CALLS - CHAIN_CALLS - 2))
     assert_dependency_order(stages)
     stored = (cli.home / "sopforge.duckdb").read_bytes()

@@ -1,13 +1,16 @@
 """The PROBE family end to end: the CLI in a subprocess, a real Prefect server, DuckDB, the recorded answers.
 
 `sopforge generate examples/themes/pharmacy_refills.yaml --family probe` replays the shared context
-and PROBE's recordings, then a second run reuses everything and ``rerun --from probe_assembly``
-asks only the adversary again.
+and PROBE's answers from the previous round (``tests/fixtures/probe_handwritten``: the demo leaves
+PROBE out until the PROBE issue re-records it), then a second run reuses everything and
+``rerun --from probe_assembly`` asks only the adversary again.
 """
 
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import duckdb
 import pyarrow.parquet as pq
@@ -19,10 +22,15 @@ from sopforge.families import plan
 pytestmark = pytest.mark.prefect
 STAGES = plan(("probe",)).names
 SAMPLES = ["p1-b1", "p2-b1", "p2-b2"]
+ROOT = Path(__file__).resolve().parents[2]
+DEMO_THEME = "examples/themes/pharmacy_refills.yaml"
+FIXTURE = ROOT / "tests" / "fixtures" / "probe_handwritten"
 
 
-def test_probe_demo_is_generated_verified_stored_exported_and_rerun_from_assembly(cli):
-    first = cli("generate", "examples/themes/pharmacy_refills.yaml", "--family", "probe", "--json")
+def test_probe_demo_is_generated_verified_stored_exported_and_rerun_from_assembly(cli, tmp_path):
+    theme = tmp_path / "pharmacy_refills.yaml"  # the demo theme, replaying the fixture's answers
+    theme.write_text(re.sub(r"(?m)^recordings: .*$", f"recordings: {FIXTURE}", (ROOT / DEMO_THEME).read_text()))
+    first = cli("generate", str(theme), "--family", "probe", "--json")
     assert first.code == 0, first.stderr
     summary = json.loads(first.stdout)
     assert [s["stage"] for s in summary["stages"]] == STAGES
@@ -69,7 +77,7 @@ def test_probe_demo_is_generated_verified_stored_exported_and_rerun_from_assembl
     assert metadata["paper_table_1"]["documents"]["mean"] == 79.3
     assert set(metadata["shortcut_gate"]["per_sample"]) == set(SAMPLES)
 
-    again = cli("generate", "examples/themes/pharmacy_refills.yaml", "--family", "probe", "--json")
+    again = cli("generate", str(theme), "--family", "probe", "--json")
     assert again.code == 0, again.stderr
     assert json.loads(again.stdout)["llm_calls"] == 0
 

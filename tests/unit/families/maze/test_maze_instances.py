@@ -12,7 +12,7 @@ from sopforge.families.maze.models.instances import (
     Dialogue, Extraction, InstancePlan, TurnReading, UserTurnPlan, parse_dialogue, parse_extraction, render_user_input,
 )
 from sopforge.families.maze.models.instances import PHENOMENA
-from sopforge.families.maze.stages.sampling import plan_instances
+from sopforge.families.maze.stages.planning import plan_instances
 from sopforge.families.maze.verify.instance_checks import check_dialogue, compare_extraction, verify_instance
 from sopforge.parsing import ParseError
 

@@ -111,7 +111,7 @@ def test_an_instance_whose_target_is_not_its_last_subtask_fails_the_gate(export)
 @pytest.mark.parametrize("seed", range(2))
 def test_the_interpreter_re_derives_every_planned_answer_and_misreading(seed, lrs, hrs):
     from sopforge.families.maze.models.instances import PHENOMENA
-    from sopforge.families.maze.stages.sampling import plan_instances
+    from sopforge.families.maze.stages.planning import plan_instances
 
     reporting = lrs.model_copy(update={"name": "intents", "report": ["request_type", "days_since_last_fill"]})
     for scenario in (lrs, reporting, hrs):

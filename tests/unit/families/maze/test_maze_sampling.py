@@ -12,7 +12,8 @@ from sopforge.families.maze.models.execution import Turn, compile_logic, run_val
 from sopforge.families.maze.models.instances import PHENOMENA
 from sopforge.families.maze.models.logic import Tri
 from sopforge.families.maze.options import DEFAULT_NOISE
-from sopforge.families.maze.stages.sampling import ENDINGS, FEATURES, PlanError, plan_instances
+from sopforge.families.maze.stages.planning import plan_instances
+from sopforge.families.maze.stages.sampling import ENDINGS, FEATURES, PlanError
 from sopforge.families.maze.verify.shortcuts import first_option_answer, read_answer, same_answer
 
 ONLY = lambda p: {**dict.fromkeys(PHENOMENA, 0.0), p: 1.0}  # noqa: E731
@@ -41,7 +42,7 @@ import hashlib, sys
 sys.path.insert(0, {support!r})
 from maze_support import load_hrs, load_lrs
 from sopforge.families.maze.options import DEFAULT_NOISE
-from sopforge.families.maze.stages.sampling import plan_instances
+from sopforge.families.maze.stages.planning import plan_instances
 from pathlib import Path
 from sopforge.families.maze.models.scenario import LRSScenario
 # An answerer's tree with an option that overrides several others (their order once came from a set).

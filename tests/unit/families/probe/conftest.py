@@ -21,7 +21,8 @@ from sopforge.llm.providers.scripted import ScriptedProvider
 from sopforge.llm.types import LLMRequest
 from sopforge.settings import Settings
 
-RECORDINGS = Path(__file__).resolve().parents[4] / "examples" / "recordings" / "pharmacy_refills"
+# The previous round's PROBE answers and the context they build on (see the folder's README).
+RECORDINGS = Path(__file__).resolve().parents[4] / "tests" / "fixtures" / "probe_handwritten"
 SLUG = "pharmacy_refills"
 
 

@@ -30,7 +30,8 @@ from typing import Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = [
-    "Atom", "Cell", "DATE_DERIVATIONS", "Derivation", "Fact", "FactValue", "Logic", "OPS", "REPLY", "Region", "Tri", "parse_atom",
+    "Atom", "Cell", "DATE_DERIVATIONS", "Derivation", "Fact", "FactValue", "Logic", "OPS", "REPLY", "Region", "Tri", "atoms_of",
+    "parse_atom",
 ]
 
 REPLY = "reply"  # the per-turn pseudo-fact of HRS trees: the kind of the user's current reply
@@ -185,6 +186,11 @@ def parse_atom(text: str) -> Atom:
     if op in ("<", "<=", ">", ">=") and (isinstance(value, bool) or not isinstance(value, int)):
         raise ValueError(f"condition {text!r}: {op} compares with a number")
     return Atom(fact=fact, op=op, value=value)
+
+
+def atoms_of(when: list[str]) -> list[Atom]:
+    """The parsed atoms of a condition (a list of atom texts, all of which must hold)."""
+    return [parse_atom(t) for t in when]
 
 
 class Tri(Enum):

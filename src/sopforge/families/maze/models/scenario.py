@@ -28,7 +28,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from sopforge.families.maze.models.dates import HOLIDAY
-from sopforge.families.maze.models.logic import Atom, Fact, parse_atom
+from sopforge.families.maze.models.logic import Atom, Fact, atoms_of, parse_atom
 from sopforge.parsing import ParseError, describe_validation_error, extract_json, extract_tag
 
 __all__ = [
@@ -82,11 +82,6 @@ HRS_TASK_TYPES: dict[str, str] = {
 @lru_cache(maxsize=8192)
 def _atom(text: str) -> Atom:
     return parse_atom(text)
-
-
-def atoms_of(when: list[str]) -> list[Atom]:
-    """The parsed atoms of a condition (a list of atom texts, all of which must hold)."""
-    return [_atom(t) for t in when]
 
 
 def _canonical(when: list[str]) -> list[str]:

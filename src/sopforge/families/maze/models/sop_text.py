@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING
 
-from sopforge.families.maze.models.logic import REPLY, Atom
+from sopforge.families.maze.models.logic import REPLY, Atom, atoms_of
 
 if TYPE_CHECKING:
     from sopforge.families.maze.models.scenario import HRSScenario, LRSScenario, Step, _ScenarioBase
@@ -99,7 +99,6 @@ def _units(s: "_ScenarioBase") -> dict[str, str]:
 # ------------------------------------------------------------------------------------------ LRS
 
 def _option_line(category, option, rng: random.Random | None, units: dict[str, str], inline_precedence: bool) -> str:
-    from sopforge.families.maze.models.scenario import atoms_of
 
     own = atoms_of(option.when)
     if rng is not None and rng.random() < 0.2:  # the category's condition restated (redundant, still true)
@@ -122,7 +121,6 @@ def _option_line(category, option, rng: random.Random | None, units: dict[str, s
 
 def lrs_sop_text(s: "LRSScenario", *, messy: bool = False) -> str:
     """The categories and options as a procedure; ``messy`` adds the paper's production imperfections."""
-    from sopforge.families.maze.models.scenario import atoms_of
 
     rng = random.Random(f"sop:{s.name}") if messy else None
     units = _units(s)
@@ -204,7 +202,6 @@ def _consequence(then: str, target: str | None, script: str | None, order: dict[
 
 
 def _branch_line(s: "HRSScenario", step: "Step", branch, order, rng, units) -> str:
-    from sopforge.families.maze.models.scenario import atoms_of
 
     when = condition_text(atoms_of(branch.when), rng, units)
     then = _consequence(branch.then, branch.target, branch.script, order, step.id, rng)
@@ -213,7 +210,6 @@ def _branch_line(s: "HRSScenario", step: "Step", branch, order, rng, units) -> s
 
 def hrs_sop_text(s: "HRSScenario", *, messy: bool = False) -> str:
     """The steps in the sample's layout (L346-355); ``messy`` adds the paper's production imperfections."""
-    from sopforge.families.maze.models.scenario import atoms_of
 
     rng = random.Random(f"sop:{s.name}") if messy else None
     units = _units(s)

@@ -1,6 +1,6 @@
 """Stage 'maze_instances': sampled plans → written user inputs → independently read → verified.
 
-For each scenario of both sets :func:`~sopforge.families.maze.stages.sampling.plan_instances`
+For each scenario of both sets :func:`~sopforge.families.maze.stages.planning.plan_instances`
 samples the plans in code (facts, path, turns, noise with its decoys, format; every answer
 computed by executing the tree). Then, per plan, concurrently with the others
 (:func:`sopforge.ask.fan_out`), up to ``1 + max_retries`` cycles:
@@ -37,7 +37,7 @@ from sopforge.families.maze.models.instances import (
 )
 from sopforge.families.maze.models.scenario import HRSScenario, Scenario, ScenarioSet
 from sopforge.families.maze.options import MazeSpec
-from sopforge.families.maze.stages.sampling import PlanError, plan_instances
+from sopforge.families.maze.stages.planning import PlanError, plan_instances
 from sopforge.families.maze.verify.instance_checks import check_dialogue, verify_instance
 from sopforge.funnel import Funnel
 from sopforge.llm.types import LLMClient

@@ -17,7 +17,7 @@ reader fooled by each noise phenomenon would give.
   allows it, taking the decoy changes the answer.
 
 A plan states only the facts its decisions read (plus the facts an LRS answer reports), so no
-unstated fact can change any of its answers; :func:`plan_instances` re-executes to be sure.
+unstated fact can change any of its answers; :func:`.planning.plan_instances` re-executes to be sure.
 """
 
 from __future__ import annotations
@@ -33,12 +33,13 @@ from sopforge.families.maze.models.logic import Atom, FactValue, Logic
 from sopforge.families.maze.models.scenario import HRSScenario, LRSScenario, Scenario
 from sopforge.families.maze.verify.shortcuts import first_option_answer, read_answer, same_answer
 
-__all__ = ["ENDINGS", "FEATURES", "Draft", "PlanError", "needed_facts", "plan_instances", "shortcut_wins"]
+__all__ = ["BASE_DATE", "ENDINGS", "FEATURES", "Draft", "PlanError", "finish", "lrs_drafts", "needed_facts",
+           "shortcut_wins"]
 
 ENDINGS = ("end", "advance", "answer")
 FEATURES = ("loop", "jump", "rule", "check")
 LAYOUT_TRIES = 16  # turn layouts tried per LRS plan before accepting one a shortcut solves
-_BASE_DATE = date(2025, 1, 6)
+BASE_DATE = date(2025, 1, 6)
 
 
 class PlanError(ValueError):
@@ -56,38 +57,7 @@ class Draft:
     features: list[str] = field(default_factory=list)
     noise: list[NoisePlan] = field(default_factory=list)
     format: str = "speaker_tags"
-    call_date: str = _BASE_DATE.isoformat()
-
-
-def plan_instances(scenario: Scenario, count: int, *, noise: dict[str, float], max_turns: int, seed: int,
-                   prefix: str | None = None) -> list[InstancePlan]:
-    """``count`` seeded plans for ``scenario``, with every answer computed.
-
-    Args:
-        prefix: Instance ids are ``<prefix><n>`` (default ``L`` or ``H``).
-
-    Raises:
-        PlanError: fewer than ``count`` distinct plans exist.
-    """
-    from sopforge.families.maze.stages.hrs_walks import hrs_drafts
-    from sopforge.families.maze.stages.noise import assign_noise
-
-    rng = random.Random(f"{seed}:{scenario.kind}:{scenario.name}")
-    logic = compile_logic(scenario)
-    drafts = (_lrs_drafts(scenario, logic, count, rng) if isinstance(scenario, LRSScenario)
-              else hrs_drafts(scenario, logic, count, max_turns, rng))
-    if len(drafts) < count:
-        raise PlanError(f"scenario {scenario.name}: only {len(drafts)} distinct instances can be planned, "
-                        f"{count} were asked for")
-    formats = list(INPUT_FORMATS)
-    rng.shuffle(formats)
-    plans = drafts[:count]
-    for index, draft in enumerate(plans, start=1):
-        draft.call_date = (_BASE_DATE + timedelta(days=rng.randrange(300))).isoformat()
-        draft.format = formats[(index - 1) % len(formats)]
-    assign_noise(scenario, logic, plans, noise, rng, max_turns=max(max_turns, 4))
-    prefix = prefix if prefix is not None else ("L" if scenario.kind == "LRS" else "H")
-    return [finish(scenario, logic, f"{prefix}{i}", d) for i, d in enumerate(plans, start=1)]
+    call_date: str = BASE_DATE.isoformat()
 
 
 def needed_facts(known: set[str], target: list[Atom], competitors: list[list[Atom]],
@@ -147,7 +117,7 @@ def _lrs_region(s: LRSScenario, logic: Logic, option_id: str, rng: random.Random
     return (region, atoms) if region is not None else None
 
 
-def _lrs_drafts(s: LRSScenario, logic: Logic, count: int, rng: random.Random) -> list[Draft]:
+def lrs_drafts(s: LRSScenario, logic: Logic, count: int, rng: random.Random) -> list[Draft]:
     """Drafts in target order; one that a shortcut solves whatever the layout is kept only when the tree
     has too few others."""
     facts_read = sorted({a.fact for a in s.all_atoms()} | set(s.report))
