@@ -14,6 +14,7 @@ from sopforge.families.maze.models.scenario import ScenarioSet
 from sopforge.families.maze.stages import baselines as baselines_stage
 from sopforge.families.maze.stages import instances as instances_stage
 from sopforge.families.maze.stages import package as package_stage
+from sopforge.families.maze.verify import release
 from sopforge.families.maze.verify.release import Interpreter, release_problems
 from sopforge.families.maze.verify.shortcuts import answer_key
 
@@ -46,6 +47,26 @@ def test_the_interpreter_agrees_with_the_execution_on_random_calls(hrs):
         assert (len(answers) == len(turns)) == run.ok   # both stop at the same undetermined turn
         if run.ok:
             assert lines[:len(turns)] == run.agent_lines
+
+
+def test_a_range_too_wide_to_enumerate_is_judged_by_one_value_per_stretch(lrs, hrs, monkeypatch):
+    # The permits trial's tree had a fact in dollars (0 to several million): the gate refused to read it.
+    rng = random.Random(11)
+    for scenario in (lrs, hrs):
+        logic, whole = compile_logic(scenario), Interpreter(scenario)
+        monkeypatch.setattr(release, "MAX_DOMAIN", 0)   # every integer fact judged by its representatives
+        sampled = Interpreter(scenario)
+        monkeypatch.undo()
+        assert any(len(sampled.domains[f]) < len(whole.domains[f]) for f in logic.facts if f in whole.domains)
+        replies = [r.name for r in getattr(scenario, "replies", [])]
+        for _ in range(300):
+            facts = {f: logic.sample_value(f, rng.randrange(len(logic.cells[f])), rng)
+                     for f in logic.facts if rng.random() < 0.6}
+            if scenario is lrs:
+                assert sampled.lrs(facts) == whole.lrs(facts), facts
+            else:
+                turns = [rng.choice(replies) for _ in range(3)]
+                assert sampled.hrs(facts, turns, [None] * 3) == whole.hrs(facts, turns, [None] * 3), facts
 
 
 def test_precedence_is_read_from_the_tree(lrs):

@@ -43,21 +43,55 @@ def _holds(op: str, expected: Any, value: Any) -> bool:
     return {"<": value < expected, "<=": value <= expected, ">": value > expected, ">=": value >= expected}[op]
 
 
+def _compared_numbers(scenario: Scenario) -> dict[str, set[int]]:
+    """fact -> every integer some condition of the tree compares it with."""
+    found: dict[str, set[int]] = {}
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "when" and isinstance(value, list):
+                    for atom in atoms_of([w for w in value if isinstance(w, str)]):
+                        values = atom.value if isinstance(atom.value, (list, tuple)) else [atom.value]
+                        found.setdefault(atom.fact, set()).update(
+                            v for v in values if isinstance(v, int) and not isinstance(v, bool))
+                else:
+                    walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(scenario.model_dump())
+    return found
+
+
+def _representatives(low: int, high: int, constants: set[int]) -> list[int]:
+    """The bounds and each compared number with its neighbours, inside [low, high].
+
+    A comparison with a constant changes its truth only at that constant, so every stretch between
+    two consecutive such points behaves alike: one value of each decides, over the whole range, whether
+    a condition holds for none, some or all of the values, which is all the interpreter asks.
+    """
+    points = {low, high} | {c + d for c in constants for d in (-1, 0, 1)}
+    return sorted(p for p in points if low <= p <= high)
+
+
 class Interpreter:
     """Concrete execution of one exported tree (see the module docstring)."""
 
     def __init__(self, scenario: Scenario):
         self.s = scenario
         self.domains: dict[str, list[Any]] = {}
+        constants = _compared_numbers(scenario)
         for f in scenario.facts:
             if f.type == "enum":
                 self.domains[f.name] = list(f.values)
             elif f.type == "boolean":
                 self.domains[f.name] = [False, True]
-            else:
-                if (f.maximum or 0) - (f.minimum or 0) > MAX_DOMAIN:
-                    raise ValueError(f"fact {f.name}: range too wide to enumerate")
+            elif (f.maximum or 0) - (f.minimum or 0) <= MAX_DOMAIN:
                 self.domains[f.name] = list(range(f.minimum, f.maximum + 1))  # type: ignore[arg-type, operator]
+            else:  # a wide range (an amount in dollars): one value of each stretch the conditions tell apart
+                self.domains[f.name] = _representatives(f.minimum, f.maximum, constants.get(f.name, set()))
         if isinstance(scenario, HRSScenario):
             self.domains["reply"] = [r.name for r in scenario.replies]
 

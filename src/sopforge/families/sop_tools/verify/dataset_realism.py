@@ -191,7 +191,7 @@ def _id_sequence(rows: list[dict[str, Any]], id_field: str | None) -> CheckResul
     return check(
         "dataset.realism.id_sequence", not counter,
         f"{id_field} values count up by {step} from row to row ({count} of {len(steps)} steps, e.g. "
-        f"{', '.join(str(r[id_field]) for r in rows[:3])}): real identifiers of a batch of cases are rarely "
+        f"{', '.join(str(r.get(id_field)) for r in rows[:3])}): real identifiers of a batch of cases are rarely "
         "consecutive; draw them irregularly (e.g. RR-418203, RR-402917, RR-455830)",
         ok="identifiers do not follow a counter", severity="warning", step=step,
         share=round(count / len(steps), 3) if steps else 0)
