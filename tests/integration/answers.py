@@ -16,7 +16,8 @@ PROBE_CALLS = len(list(PROBE_RECORDINGS.glob("pharmacy_refills__probe_*.response
 MAZE_CALLS = len(list(RECORDINGS.glob("*__maze_*.response.md")))
 # Every LLM call of the example run of the sop_tools family (and the shared context), re-asks
 # included (<key>__a2 answers the second ask): the recordings are its answers.
-RECORDED_CALLS = len(list(RECORDINGS.glob("*.response.md"))) - MAZE_CALLS
+# (The recorded agent's evaluation, *__eval_*, is no call of a generation.)
+RECORDED_CALLS = len(list(RECORDINGS.glob("*.response.md"))) - MAZE_CALLS - len(list(RECORDINGS.glob("*__eval_*.response.md")))
 # The chain up to the reference stage, in the stages it asks: the independent answerer's first
 # dataset batch and reference procedure were each asked again once.
 CHAIN_STAGES = ["context", "schema", "sop", "api_graph", "dataset", "dataset", "dataset", "tools", "tools", "tools",

@@ -46,7 +46,7 @@ def imported_by(home, *args: str, preload: str = "") -> set[str]:
 @pytest.mark.xdist_group("demo")
 @pytest.mark.parametrize("command", [
     ("runs",), ("runs", "--json"), ("show", "{run}"), ("show", "{run}", "--stage", "sop"),
-    ("show", "{run}", "--stage", "dataset", "--json"), ("show", "{run}", "--stage", "probe_assembly"),
+    ("show", "{run}", "--stage", "dataset", "--json"), ("show", "{run}", "--stage", "maze_instances"),
     ("show", "{run}", "--stage", "maze_hrs"), ("review", "list"), ("--help",),
 ], ids=" ".join)
 def test_a_command_that_only_reads_imports_no_heavy_package(demo, command):

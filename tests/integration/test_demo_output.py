@@ -44,12 +44,15 @@ def test_after_the_demo_checks_steps_tags_and_export_read_right(demo, prefect_ap
     assert demo.summary["status"] == "succeeded"
 
     with duckdb.connect(str(demo.home / "sopforge.duckdb"), read_only=True) as con:
-        checks = con.execute("SELECT check_name, passed, message FROM validations").fetchall()
-    names = {name for name, _, _ in checks}
+        checks = con.execute("SELECT check_name, passed, message, severity FROM validations").fetchall()
+    names = {name for name, _, _, _ in checks}
     assert {"package.tasks_present", "compliance.balanced", "instructions.depth", "dataset.values_survive_csv",
             "schema.values_survive_csv", "ground_truth.values_survive_csv"} <= names
-    passing = [(name, message) for name, passed, message in checks if passed]
-    assert len(passing) == len(checks) > 150  # every check of every stage, all passing in the demo
+    passing = [(name, message) for name, passed, message, _ in checks if passed]
+    # Every error check of every stage passes; the independent answerer's answers leave a warning or
+    # two (a maze instance the reader kept misreading is dropped, and counted, not exported).
+    failing = [(name, severity) for name, passed, _, severity in checks if not passed]
+    assert len(checks) > 150 and all(severity == "warning" for _, severity in failing), failing
     reads_as_failure = [(name, message) for name, message in passing if FAILURE_WORDING.search(message)]
     assert reads_as_failure == []
     assert dict(passing)["package.tasks_present"] == "50 tasks exported"

@@ -22,7 +22,7 @@ from sopforge.families.sop_tools.models.tools import ToolSpecs
 
 pytestmark = pytest.mark.prefect
 
-DECIDING_FIELD = "refills_remaining"
+DECIDING_FIELD = "prescription_status"  # an input the procedure decides on
 
 
 def _retag(answer: str, tag: str, value: list) -> str:
@@ -54,7 +54,7 @@ def careless_model(real_tool: str):
         if "<distractor_fields>" in prompt:
             fields = _tagged_json(answer, "distractor_fields")
             return _retag(answer, "distractor_fields", fields + [
-                {"name": DECIDING_FIELD, "origin": "existing", "why": "refill counts are bookkeeping only"}])
+                {"name": DECIDING_FIELD, "origin": "existing", "why": "the status is bookkeeping only"}])
         return answer
 
     return respond

@@ -31,7 +31,7 @@ def users(body: dict) -> int:
 
 def test_identifiers_with_leading_zeros_are_fixed_upstream_and_survive_the_export(cli):
     recorded = by_stage()
-    schema_line = 'identifier of the prescription being refilled (e.g., "RX-771204")'
+    schema_line = 'pharmacy prescription number the refill is requested against (e.g., "RX-7734102")'
     assert schema_line in recorded_answer("schema")
     assert all(len(NUMBER.findall(recorded_answer("dataset", b))) == 25 for b in ("batch1", "batch2"))
     feedback_seen: dict[str, str] = {}
@@ -41,7 +41,7 @@ def test_identifiers_with_leading_zeros_are_fixed_upstream_and_survive_the_expor
         if users(body) > 1:  # a re-ask: keep what it says, answer with the fix
             feedback_seen[stage] = body["messages"][-1]["content"]
         if stage == "schema" and users(body) == 1:
-            return answer.replace(schema_line, schema_line.replace("RX-771204", "0771204"))
+            return answer.replace(schema_line, schema_line.replace("RX-7734102", "07734102"))
         if stage == "dataset":
             prefix = "" if users(body) == 1 else "RX-"
             return NUMBER.sub(rf"\g<q>prescription_number\g<q>: \g<q>{prefix}0\g<n>\g<q>", answer)
@@ -52,16 +52,16 @@ def test_identifiers_with_leading_zeros_are_fixed_upstream_and_survive_the_expor
                      "--model", "m", "--base-url", server.openai_base_url, "--json", env={"OPENAI_API_KEY": "sk-test"})
     assert result.code == 0, result.stderr
     summary = json.loads(result.stdout)
-    assert summary["status"] == "succeeded" and summary["llm_calls"] == RECORDED_CALLS + 3  # schema + 2 batches
+    assert summary["status"] == "succeeded" and summary["llm_calls"] == RECORDED_CALLS + 2  # schema, batch 2 (batch 1: twice already)
 
-    assert "schema.values_survive_csv" in feedback_seen["schema"] and "0771204" in feedback_seen["schema"]
+    assert "schema.values_survive_csv" in feedback_seen["schema"] and "07734102" in feedback_seen["schema"]
     assert "dataset.values_survive_csv" in feedback_seen["dataset"]
     assert "prescription_number" in feedback_seen["dataset"] and "read back by pandas as" in feedback_seen["dataset"]
 
     with duckdb.connect(str(cli.home / "sopforge.duckdb"), read_only=True) as con:
         stored = [n for (n,) in con.execute("SELECT data->>'$.prescription_number' FROM dataset_rows "
                                             "ORDER BY ordinal").fetchall()]
-    assert len(stored) == 50 and all(re.fullmatch(r"RX-0\d{6}", n) for n in stored)
+    assert len(stored) == 50 and all(re.fullmatch(r"RX-0\d{7}", n) for n in stored)
     csv = cli.home / "exports" / summary["run_id"] / "pharmacy_refills" / "test_set_with_outputs.csv"
     read = pd.read_csv(csv)  # exactly how SOP-Bench's loader reads it
     assert sorted(read["prescription_number"].tolist()) == sorted(stored)

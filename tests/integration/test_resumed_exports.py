@@ -21,7 +21,7 @@ pytestmark = pytest.mark.prefect
 
 DEMO = "examples/themes/pharmacy_refills.yaml"
 SLUG = "pharmacy_refills"
-FAMILIES = ("sop_tools", "probe", "maze")
+FAMILIES = ("sop_tools", "maze")  # the demo theme's families (PROBE is left out until it is re-recorded)
 
 
 def wait_for_stage(db: Path, stage: str, proc, timeout: float = 400) -> str:
@@ -51,7 +51,7 @@ def declared_exports(folder: Path) -> dict[str, list[str]]:
     return missing
 
 
-@pytest.mark.parametrize("package", ["maze_package", "probe_package", "package"])
+@pytest.mark.parametrize("package", ["maze_package", "package"])
 def test_a_run_killed_after_a_family_package_is_exported_whole_by_the_next_run(cli, package):
     proc = cli.start("generate", DEMO, "--json")
     killed = wait_for_stage(cli.home / "sopforge.duckdb", package, proc)
@@ -65,8 +65,7 @@ def test_a_run_killed_after_a_family_package_is_exported_whole_by_the_next_run(c
     assert run_id != killed
     export = cli.home / "exports" / run_id
     assert declared_exports(export) == {}
-    for metadata in (export / "metadata.json", export / SLUG / "metadata.json", export / "probe" / "metadata.json",
-                     export / "maze" / "metadata.json"):
+    for metadata in (export / "metadata.json", export / SLUG / "metadata.json", export / "maze" / "metadata.json"):
         content = json.loads(metadata.read_text())
         assert run_id in (content.get("run_id"), content.get("sopforge_run_id")), metadata
     for name in FAMILIES:

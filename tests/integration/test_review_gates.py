@@ -96,9 +96,9 @@ def test_an_edit_becomes_a_new_approved_version_with_its_diff(cli, tmp_path):
 
 def test_auto_gate_stops_on_a_failing_check_and_an_approval_lets_rerun_continue(cli):
     sop = recorded_answer("sop")
-    assert "the medication `drug_name`, used by" in sop
+    named, unnamed = "`drug_name` identifies the drug and strength", "The drug name identifies the drug and strength"
+    assert named in sop
     # The Input section no longer names drug_name: a warning check fails, so the auto gate stops.
-    named, unnamed = "the medication `drug_name`, used by", "the medication name, used by"
     recorded = by_stage({"sop": sop.replace(named, unnamed, 1)})
 
     def respond(body: dict, protocol: str) -> str:
