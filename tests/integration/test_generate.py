@@ -175,8 +175,7 @@ def test_a_failed_stage_stops_the_flow_and_a_rerun_resumes_there(cli):
 def test_a_stub_tool_is_caught_by_the_tools_gate_and_nothing_is_exported(cli):
     """Tool code that ignores its data fails the runtime checks; the flow stops before package."""
     good = recorded_answer("tools", "code")
-    stub = good.replace('return {"days_since_last_fill": days_since_last_fill, "refill_ratio": float(ratio),',
-                        'return {"days_since_last_fill": 0, "refill_ratio": float(ratio),')
+    stub = good.replace('"drug_name": _text(row["drug_name"], "drug_name"),', '"drug_name": "lisinopril 20 mg tablet",')
     assert stub != good
     with FakeLLMServer(by_stage({"tools/code": stub})) as server:
         failed = cli("generate", "--theme", THEME, "--slug", "pharmacy_refills", "--family", "sop_tools",
@@ -185,7 +184,7 @@ def test_a_stub_tool_is_caught_by_the_tools_gate_and_nothing_is_exported(cli):
                      env={"OPENAI_API_KEY": "sk-test", "SOPFORGE_MAX_ATTEMPTS": "2"})
     assert failed.code != 0
     error = [line for line in failed.stderr.splitlines() if line.startswith("error:")]
-    assert len(error) == 1 and "tools" in error[0] and "computeRefillRatio" in error[0], failed.stderr
+    assert len(error) == 1 and "tools" in error[0] and "getPrescriptionRecord" in error[0], failed.stderr
     assert not (cli.home / "exports").exists()
     with db(cli) as con:
         stages = {s for (s,) in con.execute("SELECT stage FROM artifacts").fetchall()}
