@@ -2,9 +2,11 @@
 
 Phases, cheapest first: copy the folder as data (``sandbox.staging``: regular files only; the
 original is never read again), read the files (``loader``), static checks on data, specs and code,
-then — only when the code passes the sandbox's AST policy — the runtime checks in sandboxed
-child processes. Code that fails the policy (network, subprocess, ...) is reported and
-never executed: a published folder is untrusted input.
+then the runtime checks in sandboxed child processes (``exercise``: every tool on every row,
+probes, a second run). Code that fails the sandbox's AST policy (network, subprocess, ...) is
+reported and never executed: a violation inside one tool's method leaves that tool out (and
+its callers), one anywhere else leaves the whole file out (``policy_scope``). A published
+folder is untrusted input.
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ from pathlib import Path
 
 from sopforge.audit.checks_code import analyze_tools, check_policy, check_tools_code
 from sopforge.audit.checks_data import check_csv, check_files, check_metadata, check_outputs
-from sopforge.audit.checks_runtime import (
-    PROBE_TOOL, check_determinism, check_oracle, check_reference, reference_calls,
-)
+from sopforge.audit.checks_behaviour import check_determinism, check_inputs, ignored_parameters
+from sopforge.audit.checks_runtime import check_calls, check_reference, reference_calls
 from sopforge.audit.checks_specs import build_oracle_calls, check_rows_against_specs, check_toolspecs, oracle_tools
+from sopforge.audit.exercise import exercise_tools
 from sopforge.audit.loader import REFERENCE_FILE, FolderContents, load_folder
+from sopforge.audit.policy_scope import PolicyScope, policy_scope
 from sopforge.audit.report import AuditReport, SkippedCheck
 from sopforge.audit.stats import folder_stats
 from sopforge.errors import UserError
@@ -105,13 +108,19 @@ def _checks(report: AuditReport, snapshot: StagedFolder, *, run: bool, reference
     checks += check_rows_against_specs(c, tools, groups)
     policy, failing = check_policy(snapshot.root)
     checks += policy
+    scope = PolicyScope()
+    if "tools.py" in failing and c.tools_source is not None:
+        names = {s.name for s in c.specs if isinstance(s.name, str)}
+        scope = policy_scope(c.tools_source, [r for r in policy if r.details.get("file") == "tools.py"], names)
+        if not scope.whole_file:
+            failing.discard("tools.py")  # only some tools fail: they are left out, the others run
     facts = analyze_tools(c.tools_source) if c.tools_source is not None else None
     checks += check_tools_code(c, facts)
     external_failed = False
     if reference_source is not None:
         ext = [r.model_copy(update={"name": r.name.replace("tools.policy", "reference.policy", 1),
                                     "message": f"{Path(reference).name}: {r.message}"})
-               for r in check_code(reference_source)]
+               for r in check_code(reference_source, mode="published")]
         external_failed = any(not r.passed for r in ext)
         checks += ext
     report.timings["static"] = round(time.perf_counter() - started, 3)
@@ -119,7 +128,7 @@ def _checks(report: AuditReport, snapshot: StagedFolder, *, run: bool, reference
     if not run:
         report.skipped.append(SkippedCheck(name="runtime", reason="runtime checks disabled (run=False / --no-run)"))
         return
-    _runtime(report, c, tools, groups, failing, reference, reference_source, external_failed, limits,
+    _runtime(report, c, groups, failing, scope, reference, reference_source, external_failed, limits,
              refused=not snapshot.ok)
 
 
@@ -150,9 +159,9 @@ def _unrunnable(c: FolderContents, report: AuditReport, failing: set[str], refus
     return None
 
 
-def _runtime(report: AuditReport, c: FolderContents, tools, groups, failing: set[str], reference: Path | None,
-             reference_source: str | None, external_failed: bool, limits: SandboxLimits | None, *,
-             refused: bool) -> None:
+def _runtime(report: AuditReport, c: FolderContents, groups, failing: set[str], scope: PolicyScope,
+             reference: Path | None, reference_source: str | None, external_failed: bool,
+             limits: SandboxLimits | None, *, refused: bool) -> None:
     why = _unrunnable(c, report, failing, refused)
     if why:
         report.skipped.append(SkippedCheck(name="runtime", reason=f"tools not run: {why}"))
@@ -164,35 +173,36 @@ def _runtime(report: AuditReport, c: FolderContents, tools, groups, failing: set
     has_ref = reference_source is not None or c.reference_source is not None
     drop = (REFERENCE_FILE,) if own_ref_fails else ()
     t0 = time.perf_counter()
-    probe = [[{"tool": PROBE_TOOL, "input": {}}]]
-    first = run_in_sandbox(c.path, "tools.py", {"op": "call_tools", "groups": groups + probe}, limits=limits,
-                           exclude=drop)
-    report.timings["oracle"] = round(time.perf_counter() - t0, 3)
-    report.checks += check_oracle(c, tools, groups, first)
-    if first.ok and groups and tools:
-        t0 = time.perf_counter()
-        second = run_in_sandbox(c.path, "tools.py", {"op": "call_tools", "groups": groups[::-1]}, limits=limits,
-                                exclude=drop)
-        report.timings["determinism"] = round(time.perf_counter() - t0, 3)
-        report.checks += check_determinism(groups, first, second)
-    elif not tools:
-        report.skipped.append(SkippedCheck(name="runtime.deterministic",
-                                           reason="no tool can be called from the CSV alone"))
+    # With tools left out, the audit's own policy (per tool, above) is the static layer; the
+    # left-out methods are never called, and the guard and the OS boundary hold as always.
+    ex = exercise_tools(c, groups, blocked=set(scope.blocked_tools), limits=limits, drop=drop,
+                        skip_policy=bool(scope.blocked_tools))
+    report.timings["tools"] = round(time.perf_counter() - t0, 3)
+    report.timings.update({f"tools.{k}": v for k, v in ex.timings.items()})
+    for tool, lines in scope.blocked_tools.items():
+        report.skipped.append(SkippedCheck(
+            name=f"runtime.{tool}", reason=f"{tool} is not called: line(s) {', '.join(map(str, lines))} of tools.py "
+                                           "fail the sandbox policy (see tools.policy.*); every other tool ran"))
+    ignored, evidence = ignored_parameters(ex)
+    report.checks += check_calls(c, ex, ignored)
+    report.checks += check_inputs(ex, evidence)
+    report.checks += check_determinism(c, ex)
     if not has_ref:
         report.skipped.append(SkippedCheck(
             name="labels.reference_procedure",
             reason="no reference_procedure.py and no --reference given: the SOP's decision rule cannot be executed"))
         return
-    if ref_failed:
-        report.skipped.append(SkippedCheck(name="labels.reference_procedure",
-                                           reason="the reference procedure fails the sandbox policy"))
+    if ref_failed or scope.blocked_tools:
+        why = ("the reference procedure fails the sandbox policy" if ref_failed else
+               "tools.py has tools that fail the sandbox policy, which the procedure could call")
+        report.skipped.append(SkippedCheck(name="labels.reference_procedure", reason=why))
         return
     source = Path(reference).name if reference_source is not None else REFERENCE_FILE
     add = {REFERENCE_FILE: reference_source} if reference_source is not None else {}
     t0 = time.perf_counter()
     result = run_in_sandbox(c.path, REFERENCE_FILE, {"op": "run_function", "function": "run_procedure",
                                                      "calls": reference_calls(c), "tools_entry": "tools.py"},
-                            limits=limits, extra_files=add)
+                            limits=limits, extra_files=add, policy_mode="published")
     report.timings["reference"] = round(time.perf_counter() - t0, 3)
     report.checks += check_reference(c, result, source=source)
 
