@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sopforge.audit.checks_code import analyze_tools, check_policy, check_tools_code
 from sopforge.audit.checks_data import check_csv, check_files, check_metadata, check_outputs
@@ -25,19 +27,30 @@ from sopforge.audit.loader import REFERENCE_FILE, FolderContents, load_folder
 from sopforge.audit.policy_scope import PolicyScope, policy_scope
 from sopforge.audit.report import AuditReport, SkippedCheck
 from sopforge.audit.stats import folder_stats
-from sopforge.errors import UserError
+from sopforge.errors import SopforgeError, UserError, ValidationFailed
 from sopforge.checks import CheckResult, check
 from sopforge.sandbox import SandboxLimits, check_code, run_in_sandbox
 from sopforge.sandbox.boundary import ensure_available
 from sopforge.sandbox.staging import StagedFolder, read_regular_file, stage_folder
 
-__all__ = ["audit_folder", "check_staging"]
+__all__ = ["Derivation", "audit_folder", "check_staging"]
 
 _MAX_REFERENCE_BYTES = 4 * 1024 * 1024
 
 
+@dataclass(frozen=True)
+class Derivation:
+    """How ``--derive-reference`` asks for reference procedures (see ``audit/derive.py``)."""
+
+    llm: Any  # an LLMClient, normally the Gateway (recorded, replayable)
+    settings: Any  # sopforge.settings.Settings
+    model: str
+    count: int = 2
+
+
 def audit_folder(path: Path, *, run: bool = True, reference: Path | None = None,
-                 limits: SandboxLimits | None = None, strict: bool = False) -> AuditReport:
+                 limits: SandboxLimits | None = None, strict: bool = False,
+                 derive: Derivation | None = None) -> AuditReport:
     """Audit one benchmark folder against ``research/sopbench_format.md`` §9.
 
     Args:
@@ -47,6 +60,8 @@ def audit_folder(path: Path, *, run: bool = True, reference: Path | None = None,
             check the labels with; defaults to the folder's own ``reference_procedure.py``.
         limits: sandbox limits for each child process (default ``SandboxLimits()``).
         strict: warnings count as failures in ``report.ok``.
+        derive: ask a model for reference procedures from sop.txt and the tools and check every
+            row's labels against them (``--derive-reference``); needs ``run``.
 
     Returns:
         The report; findings never raise.
@@ -72,18 +87,20 @@ def audit_folder(path: Path, *, run: bool = True, reference: Path | None = None,
         # Everything below reads this snapshot, copied as data (regular files only, no links, capped),
         # never the folder itself; the sandbox runs copy it again the same way.
         snapshot = stage_folder(path, Path(tmp) / (path.absolute().name or "folder"))
-        _audit(report, snapshot, run=run, reference=reference, reference_source=reference_source, limits=limits)
+        _audit(report, snapshot, run=run, reference=reference, reference_source=reference_source, limits=limits,
+               derive=derive)
     report.timings["total"] = round(time.perf_counter() - started, 3)
     return report
 
 
 def _audit(report: AuditReport, snapshot: StagedFolder, *, run: bool, reference: Path | None,
-           reference_source: str | None, limits: SandboxLimits | None) -> None:
+           reference_source: str | None, limits: SandboxLimits | None, derive: Derivation | None) -> None:
     """Every check, in order; a check that breaks on the folder's data fails the audit with one line."""
     try:
-        _checks(report, snapshot, run=run, reference=reference, reference_source=reference_source, limits=limits)
-    except UserError:
-        raise
+        _checks(report, snapshot, run=run, reference=reference, reference_source=reference_source, limits=limits,
+                derive=derive)
+    except SopforgeError:
+        raise  # bad input, a provider's error, an exchange waiting for its answer: one line from the CLI
     except Exception as err:  # noqa: BLE001 - the folder is hostile data: a finding, never a traceback
         report.checks.append(check(
             "audit.completes", False,
@@ -93,7 +110,7 @@ def _audit(report: AuditReport, snapshot: StagedFolder, *, run: bool, reference:
 
 
 def _checks(report: AuditReport, snapshot: StagedFolder, *, run: bool, reference: Path | None,
-            reference_source: str | None, limits: SandboxLimits | None) -> None:
+            reference_source: str | None, limits: SandboxLimits | None, derive: Derivation | None) -> None:
     started = time.perf_counter()
     c = load_folder(snapshot.root)
     checks = report.checks  # filled in place, so a later failure keeps what was found before it
@@ -130,6 +147,31 @@ def _checks(report: AuditReport, snapshot: StagedFolder, *, run: bool, reference
         return
     _runtime(report, c, groups, failing, scope, reference, reference_source, external_failed, limits,
              refused=not snapshot.ok)
+    if derive is not None and not any(s.name == "runtime" for s in report.skipped):
+        _derived(report, c, derive, limits, blocked=bool(scope.blocked_tools))
+
+
+def _derived(report: AuditReport, c: FolderContents, derive: Derivation, limits: SandboxLimits | None, *,
+             blocked: bool) -> None:
+    """Labels against reference procedures a model derives from the SOP (audit/derive.py)."""
+    from sopforge.audit.derive import derive_procedures, judge_derivations, run_derivations  # the LLM stack
+
+    if blocked:
+        report.skipped.append(SkippedCheck(name="labels.derived_reference", reason=(
+            "tools.py has tools that fail the sandbox policy, which a derived procedure could call")))
+        return
+    t0 = time.perf_counter()
+    try:
+        procedures = derive_procedures(c, llm=derive.llm, settings=derive.settings, model=derive.model,
+                                       count=derive.count)
+    except ValidationFailed as err:
+        report.checks.append(check("labels.derived_reference", False, f"no usable reference procedure was derived: "
+                                   f"{str(err).splitlines()[0][:300]}", severity="warning"))
+        return
+    report.timings["derive"] = round(time.perf_counter() - t0, 3)
+    t0 = time.perf_counter()
+    report.checks += judge_derivations(c, run_derivations(c, procedures, limits=limits))
+    report.timings["derived_runs"] = round(time.perf_counter() - t0, 3)
 
 
 def check_staging(snapshot: StagedFolder) -> CheckResult:
