@@ -58,6 +58,9 @@ def _derivation(provider: str | None, model: str | None, base_url: str | None, c
 
     settings = load_settings()
     name = provider or settings.provider
+    if name == "replay" and settings.recordings_dir is None:
+        # Recorded derivations live beside the demo's: examples/recordings/audit.
+        settings = settings.model_copy(update={"recordings_dir": settings.resolved_recordings_dir / "audit"})
     llm = build_gateway(settings, provider=name, base_url=base_url)
     return Derivation(llm=llm, settings=settings, model=model or settings.model or default_model(name), count=count)
 
