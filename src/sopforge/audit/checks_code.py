@@ -17,7 +17,7 @@ from sopforge.pyast import parse_python
 from sopforge.audit.checks_data import shown
 from sopforge.audit.loader import REFERENCE_FILE, FolderContents
 from sopforge.checks import CheckResult, check
-from sopforge.sandbox import DEFAULT_ALLOWED, check_code
+from sopforge.sandbox import PUBLISHED_ALLOWED, check_code
 
 __all__ = ["CodeFacts", "analyze_tools", "check_policy", "check_tools_code"]
 
@@ -118,15 +118,17 @@ def check_policy(folder: Path) -> tuple[list[CheckResult], set[str]]:
 
     Checks are named ``tools.policy.<kind>`` for tools.py, ``reference.policy.<kind>`` for the
     reference procedure and ``files.policy.<kind>`` for any other module (the sandbox refuses
-    to run a folder in which any module fails).
+    to run a folder in which any module fails). The policy is the sandbox's ``published`` mode:
+    a folder written by people reads its files and imports its libraries as such folders do.
     """
     files = sorted(folder.rglob("*.py"))
-    allowed = DEFAULT_ALLOWED | {p.stem for p in files}
+    allowed = PUBLISHED_ALLOWED | {p.stem for p in files}
     results, failing = [], set()
     for path in files:
         rel = path.relative_to(folder).as_posix()
         prefix = {"tools.py": "tools", REFERENCE_FILE: "reference"}.get(rel, "files")
-        for r in check_code(path.read_text(encoding="utf-8", errors="replace"), allowed_imports=allowed):
+        for r in check_code(path.read_text(encoding="utf-8", errors="replace"), allowed_imports=allowed,
+                            mode="published"):
             name = r.name.replace("tools.policy", f"{prefix}.policy", 1)
             results.append(r.model_copy(update={"name": name, "message": f"{rel}: {r.message}",
                                                 "details": {**r.details, "file": rel}}))

@@ -1,15 +1,17 @@
-"""§9 items 8–9, run in the sandbox (never in this process).
+"""§9 items 8–9, judged from calls made in the sandbox (never in this process; see ``exercise.py``).
 
-* **Oracle calls**: every tool whose required parameters are CSV columns, on every row, in
-  one process with one shared Manager (as the harness does). Each call must succeed, return
-  JSON, and return fields equal to the CSV cells of the same name.
+* **Calls**: every tool on every row; each call must succeed, return JSON, and return fields
+  equal to the CSV cells of the same name. A call that stops its process is reported with its
+  tool, which is left out while the others go on.
 * **Stubs**: a tool whose results are all empty, or identical across rows with different
   arguments (an error when the CSV holds different values for a returned field).
-* **Determinism**: a second fresh process calls the rows in reverse order; every result must
-  be identical (this also catches state that leaks from one row into the next). The sandbox
-  pins ``PYTHONHASHSEED=0``, so salted ``hash()`` is caught statically instead.
+* **Synthesized arguments**: a call with made-up values is not expected to succeed or to
+  reproduce the CSV, except where the probes show the tool ignores every made-up value: its
+  disagreement with the CSV is then the tool's own (a parity rule instead of a look-up).
 * **Labels**: with a reference procedure (``run_procedure(manager, case)``), its decisions on
   each row's input columns must equal the output columns; contradicting task ids are listed.
+
+Inputs and determinism (probes, the second run) are judged in ``checks_behaviour``.
 """
 
 from __future__ import annotations
@@ -19,16 +21,14 @@ from collections import defaultdict
 from typing import Any
 
 from sopforge.audit.checks_data import hidden_columns, shown
-from sopforge.audit.checks_specs import OracleTool
+from sopforge.audit.exercise import Exercise
 from sopforge.audit.loader import FolderContents
 from sopforge.audit.values import cell_matches
 from sopforge.checks import CheckResult, check
 from sopforge.sandbox import CallOutcome, SandboxResult
 
-__all__ = ["PROBE_TOOL", "check_determinism", "check_oracle", "check_reference", "process_failure",
-           "reference_calls"]
+__all__ = ["check_calls", "check_reference", "outcome_key", "process_failure", "reference_calls", "result_key"]
 
-PROBE_TOOL = "sopforgeAuditNoSuchTool"
 _EXAMPLES = 5
 _MAX_DETAIL = 200
 
@@ -41,8 +41,16 @@ def _grouped(items: list[dict], key, example) -> str:
     return "; ".join(f"{k}: {len(v)} row(s), e.g. {example(v[0])}" for k, v in list(groups.items())[:_EXAMPLES])
 
 
-def _key(value: Any) -> str:
+def result_key(value: Any) -> str:
+    """A canonical text of a JSON value (key order ignored)."""
     return json.dumps(value, sort_keys=True, default=repr)
+
+
+def outcome_key(outcome: CallOutcome) -> str:
+    """What a call came to, as text: its result, or the exception it raised."""
+    if not outcome.ok:
+        return f"raised {outcome.error.type if outcome.error else ''}: {outcome.error.message if outcome.error else ''}"
+    return result_key(outcome.result) if outcome.json_ok else f"unencodable {outcome.unencodable}"
 
 
 def _empty(value: Any) -> bool:
@@ -61,54 +69,77 @@ def process_failure(result: SandboxResult, what: str) -> CheckResult | None:
                  error_kind=result.error_kind, completed=result.completed)
 
 
-def check_oracle(c: FolderContents, tools: list[OracleTool], groups: list[list[dict]],
-                 result: SandboxResult) -> list[CheckResult]:
-    """Judge the oracle run: success, JSON, CSV agreement, stubs, leakage, unknown-tool handling."""
+def _stopped(ex: Exercise) -> list[CheckResult]:
+    """Tools whose call stopped the sandbox process (each left out, the others went on)."""
     out = []
-    failure = process_failure(result, "the oracle run of tools.py")
-    if failure is not None:
-        out.append(failure)
-    else:
-        out.append(check("runtime.tools_load", True, "tools.py loads and its Manager() instantiates in the sandbox"))
-    outcomes: list[list[CallOutcome]] = result.results  # type: ignore[assignment]
-    row_outcomes = outcomes[: len(groups)]
-    if not row_outcomes:
-        return out
-    headers = set(c.header)
-    outputs = set(c.output_columns)
-    records = c.records
-    raised, unencodable, not_object, mismatches = [], [], [], []
+    for name, kinds in (("runtime.guard", {"policy_violation"}), ("runtime.completes", None)):
+        hits = [f for f in ex.failures if (f.kind in kinds if kinds else f.kind != "policy_violation")]
+        if hits:
+            out.append(check(name, False, "calls that stopped their sandbox process (the tool was left out and the "
+                             "other tools ran on): " + "; ".join(
+                                 f"{f.tool} on task {f.task}: {f.kind}: {f.message[:160]}" for f in hits[:_EXAMPLES]),
+                             tools=sorted({f.tool for f in hits}), tasks=sorted({f.task for f in hits}),
+                             failures=[{"tool": f.tool, "task": f.task, "kind": f.kind, "message": f.message[:300]}
+                                       for f in hits]))
+    return out
+
+
+def check_calls(c: FolderContents, ex: Exercise, ignored: dict[str, set[str]]) -> list[CheckResult]:
+    """Judge the base calls: success, JSON, CSV agreement, stubs, leakage, unknown-tool handling.
+
+    Args:
+        c: the folder as read.
+        ex: the calls made and their outcomes.
+        ignored: per tool, the parameters its results were shown not to depend on (the probes).
+    """
+    if ex.load_failure is not None:
+        return [process_failure(ex.load_failure, "loading tools.py in the sandbox")]  # type: ignore[list-item]
+    out = [check("runtime.tools_load", True, "tools.py loads and its Manager() instantiates in the sandbox"),
+           *_stopped(ex)]
+    headers, outputs, records = set(c.header), set(c.output_columns), c.records
+    raised, made_up_raised, unencodable, not_object, mismatches = [], [], [], [], []
     leaked: dict[str, set[str]] = defaultdict(set)
     per_tool: dict[str, list[tuple[int, str, Any]]] = defaultdict(list)  # tool -> (task, input key, result)
-    for task_id, calls in enumerate(row_outcomes):
-        record = records[task_id]
-        for call, outcome in zip(groups[task_id], calls):
-            tool = call["tool"]
-            if not outcome.ok:
-                err = outcome.error
-                raised.append({"task": task_id, "tool": tool,
-                               "error": f"{err.type}: {err.message[:160]}" if err else "raised"})
-                continue
-            if not outcome.json_ok:
-                unencodable.append({"task": task_id, "tool": tool, "where": outcome.unencodable})
-                continue
-            value = outcome.result
-            per_tool[tool].append((task_id, _key(call["input"]), value))
-            if not isinstance(value, dict):
-                not_object.append(tool)
-                continue
-            for field, returned in value.items():
-                if field in outputs:
-                    leaked[tool].add(field)
-                if field in headers and not cell_matches(returned, record.get(field, "")):
-                    mismatches.append({"task": task_id, "tool": tool, "field": field, "returned": returned,
-                                       "csv": record.get(field, "")})
-    n_calls = sum(len(g) for g in groups[: len(row_outcomes)])
+    n_calls = 0
+    for i in ex.base:
+        call, outcome = ex.calls[i], ex.outcomes.get(i)
+        if outcome is None:
+            continue
+        n_calls += 1
+        # Made-up values count as the tool's own only where the probes show it ignores every one of them.
+        own = not call.made_up or set(call.made_up) <= ignored.get(call.tool, set())
+        if not outcome.ok:
+            err = outcome.error
+            entry = {"task": call.task, "tool": call.tool, "error": f"{err.type}: {err.message[:160]}" if err else "raised"}
+            (raised if not call.made_up else made_up_raised).append(entry)
+            continue
+        if not outcome.json_ok:
+            unencodable.append({"task": call.task, "tool": call.tool, "where": outcome.unencodable})
+            continue
+        value = outcome.result
+        per_tool[call.tool].append((call.task, result_key(call.input), value))
+        if not isinstance(value, dict):
+            not_object.append(call.tool)
+            continue
+        record = records[call.task]
+        for fld, returned in value.items():
+            if fld in outputs:
+                leaked[call.tool].add(fld)
+            if own and fld in headers and not cell_matches(returned, record.get(fld, "")):
+                mismatches.append({"task": call.task, "tool": call.tool, "field": fld, "returned": returned,
+                                   "csv": record.get(fld, ""), "made_up": list(call.made_up)})
     out.append(check("runtime.calls_succeed", not raised,
-                     f"{len(raised)} of {n_calls} oracle call(s) raised: "
+                     f"{len(raised)} of {n_calls} call(s) with the row's own values raised: "
                      + _grouped(raised, lambda r: r["tool"], lambda r: f"task {r['task']}: {r['error']}")
-                     if raised else f"all {n_calls} oracle calls returned", calls=raised[:_MAX_DETAIL],
-                     tasks=sorted({r["task"] for r in raised})))
+                     if raised else f"all {n_calls - len(made_up_raised)} calls with the row's own values returned",
+                     calls=raised[:_MAX_DETAIL], tasks=sorted({r["task"] for r in raised}),
+                     tools=sorted({r["tool"] for r in raised})))
+    if made_up_raised:
+        out.append(check("runtime.synthesized_calls", True,
+                         f"{len(made_up_raised)} call(s) with synthesized arguments raised (expected when a tool checks "
+                         "values the CSV does not hold): " + _grouped(
+                             made_up_raised, lambda r: r["tool"], lambda r: f"task {r['task']}: {r['error']}"),
+                         calls=made_up_raised[:_MAX_DETAIL]))
     out.append(check("runtime.json_encodable", not unencodable,
                      f"{len(unencodable)} result(s) json.dumps cannot encode (the whole task fails in the harness): "
                      + _grouped(unencodable, lambda u: u["tool"], lambda u: f"task {u['task']}: {u['where']}")
@@ -117,8 +148,9 @@ def check_oracle(c: FolderContents, tools: list[OracleTool], groups: list[list[d
                      f"{len(mismatches)} returned value(s) differ from the CSV cell of the same name (the tool "
                      "ignores or contradicts its data): " + _grouped(
                          mismatches, lambda m: f"{m['tool']}.{m['field']}",
-                         lambda m: f"task {m['task']} returned {m['returned']!r}, CSV has {m['csv']!r}") if mismatches
-                     else "every returned field that is a CSV column equals the row's cell",
+                         lambda m: f"task {m['task']} returned {m['returned']!r}, CSV has {m['csv']!r}"
+                         + (f" (its result ignores the synthesized {', '.join(m['made_up'])})" if m["made_up"] else ""))
+                     if mismatches else "every returned field that is a CSV column equals the row's cell",
                      mismatches=mismatches[:_MAX_DETAIL], tasks=sorted({m["task"] for m in mismatches}),
                      tools=sorted({m["tool"] for m in mismatches})))
     if not_object:
@@ -131,8 +163,8 @@ def check_oracle(c: FolderContents, tools: list[OracleTool], groups: list[list[d
                      "result, not its decision: " + "; ".join(f"{t}: {', '.join(sorted(f))}" for t, f in leaked.items())
                      if leaked else "no tool returns an output column", severity="warning",
                      tools={t: sorted(f) for t, f in leaked.items()}))
-    if len(outcomes) > len(groups) and outcomes[len(groups)]:
-        probe = outcomes[len(groups)][0]
+    probe = ex.unknown_tool
+    if probe is not None:
         out.append(check("runtime.unknown_tool_raises", not probe.ok,
                          f"calling an unknown tool name returned {probe.result!r} instead of raising ValueError"
                          if probe.ok else "an unknown tool name raises", severity="warning"))
@@ -143,58 +175,35 @@ def _stub_checks(per_tool: dict[str, list[tuple[int, str, Any]]], records: list[
     stubs, ignores, constant = [], [], []
     for tool, calls in per_tool.items():
         if all(_empty(v) for _, _, v in calls):
-            stubs.append(tool)
+            stubs.append((tool, sorted({t for t, _, _ in calls})))
             continue
         inputs = {k for _, k, _ in calls}
-        values = {_key(v) for _, _, v in calls}
+        values = {result_key(v) for _, _, v in calls}
         if len(inputs) < 2 or len(values) != 1:
             continue
         value = calls[0][2]
         varying = [f for f in (value if isinstance(value, dict) else {})
                    if f in records[0] and len({records[t][f] for t, _, _ in calls}) > 1]
-        (ignores if varying else constant).append((tool, len(inputs), varying, value))
+        tasks = sorted({t for t, _, _ in calls})
+        (ignores if varying else constant).append((tool, len(inputs), varying, value, tasks))
     out = [check("runtime.tool_stub", not stubs,
-                 f"tools that return nothing ({{}}, None or empty) for every row: {shown(stubs)}"
-                 if stubs else "no tool returns only empty results", tools=stubs)]
+                 "tools that return nothing ({}, None or empty) for every row: " + "; ".join(
+                     f"{t} (tasks {shown(tasks, 10)})" for t, tasks in stubs)
+                 if stubs else "no tool returns only empty results", tools=[t for t, _ in stubs],
+                 tasks={t: tasks for t, tasks in stubs})]
     out.append(check("runtime.tool_ignores_input", not ignores,
                      "tools return the same result for every row although the CSV differs: " + "; ".join(
-                         f"{t} returns {_key(v)[:80]} for {n} distinct inputs ({', '.join(f)} varies in the CSV)"
-                         for t, n, f, v in ignores) if ignores else "tool results vary with their data",
-                     tools=[t for t, *_ in ignores]))
+                         f"{t} returns {result_key(v)[:80]} for {n} distinct inputs ({', '.join(f)} varies in the CSV)"
+                         for t, n, f, v, _ in ignores) if ignores else "tool results vary with their data",
+                     tools=[t for t, *_ in ignores], tasks={t: tasks for t, *_, tasks in ignores}))
     if constant:
         out.append(check("runtime.tool_constant", False, "tools return one constant result for all inputs (check "
-                         "they are not stubs): " + "; ".join(f"{t} ({n} distinct inputs)" for t, n, _, _ in constant),
-                         severity="warning", tools=[t for t, *_ in constant]))
+                         "they are not stubs): " + "; ".join(
+                             f"{t} returns {result_key(v)[:60]} for {n} distinct inputs (tasks {shown(tasks, 8)})"
+                             for t, n, _, v, tasks in constant),
+                         severity="warning", tools=[t for t, *_ in constant],
+                         tasks={t: tasks for t, *_, tasks in constant}))
     return out
-
-
-def _outcome_key(outcome: CallOutcome) -> str:
-    if not outcome.ok:
-        return f"raised {outcome.error.type if outcome.error else ''}: {outcome.error.message if outcome.error else ''}"
-    return _key(outcome.result) if outcome.json_ok else f"unencodable {outcome.unencodable}"
-
-
-def check_determinism(groups: list[list[dict]], first: SandboxResult, second: SandboxResult) -> list[CheckResult]:
-    """Compare the oracle run with a fresh run of the same calls in reverse row order."""
-    failure = process_failure(second, "the second (reverse-order) run of tools.py")
-    if failure is not None:
-        return [failure]
-    n = len(groups)
-    a: list[list[CallOutcome]] = first.results[:n]  # type: ignore[assignment]
-    b: list[list[CallOutcome]] = list(reversed(second.results[:n]))  # type: ignore[arg-type]
-    differ = []
-    for task_id, (x, y) in enumerate(zip(a, b)):
-        for call, ox, oy in zip(groups[task_id], x, y):
-            kx, ky = _outcome_key(ox), _outcome_key(oy)
-            if kx != ky:
-                differ.append({"task": task_id, "tool": call["tool"], "first": kx[:200], "second": ky[:200]})
-    return [check("runtime.deterministic", not differ,
-                  f"{len(differ)} call(s) gave different results in a second fresh process (reverse row order): "
-                  + _grouped(differ, lambda d: d["tool"],
-                             lambda d: f"task {d['task']}: {d['first'][:80]} vs {d['second'][:80]}")
-                  if differ else f"a second fresh process reproduced all {sum(map(len, a))} results",
-                  calls=differ[:_MAX_DETAIL], tools=sorted({d["tool"] for d in differ}),
-                  tasks=sorted({d["task"] for d in differ}))]
 
 
 def reference_calls(c: FolderContents) -> list[dict]:

@@ -2,39 +2,55 @@
 
 Phases, cheapest first: copy the folder as data (``sandbox.staging``: regular files only; the
 original is never read again), read the files (``loader``), static checks on data, specs and code,
-then — only when the code passes the sandbox's AST policy — the runtime checks in sandboxed
-child processes. Code that fails the policy (network, subprocess, ...) is reported and
-never executed: a published folder is untrusted input.
+then the runtime checks in sandboxed child processes (``exercise``: every tool on every row,
+probes, a second run). Code that fails the sandbox's AST policy (network, subprocess, ...) is
+reported and never executed: a violation inside one tool's method leaves that tool out (and
+its callers), one anywhere else leaves the whole file out (``policy_scope``). A published
+folder is untrusted input.
 """
 
 from __future__ import annotations
 
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sopforge.audit.checks_code import analyze_tools, check_policy, check_tools_code
 from sopforge.audit.checks_data import check_csv, check_files, check_metadata, check_outputs
-from sopforge.audit.checks_runtime import (
-    PROBE_TOOL, check_determinism, check_oracle, check_reference, reference_calls,
-)
+from sopforge.audit.checks_behaviour import check_determinism, check_inputs, ignored_parameters
+from sopforge.audit.checks_runtime import check_calls, check_reference, reference_calls
 from sopforge.audit.checks_specs import build_oracle_calls, check_rows_against_specs, check_toolspecs, oracle_tools
+from sopforge.audit.exercise import exercise_tools
 from sopforge.audit.loader import REFERENCE_FILE, FolderContents, load_folder
+from sopforge.audit.policy_scope import PolicyScope, policy_scope
 from sopforge.audit.report import AuditReport, SkippedCheck
 from sopforge.audit.stats import folder_stats
-from sopforge.errors import UserError
+from sopforge.errors import SopforgeError, UserError, ValidationFailed
 from sopforge.checks import CheckResult, check
 from sopforge.sandbox import SandboxLimits, check_code, run_in_sandbox
 from sopforge.sandbox.boundary import ensure_available
 from sopforge.sandbox.staging import StagedFolder, read_regular_file, stage_folder
 
-__all__ = ["audit_folder", "check_staging"]
+__all__ = ["Derivation", "audit_folder", "check_staging"]
 
 _MAX_REFERENCE_BYTES = 4 * 1024 * 1024
 
 
+@dataclass(frozen=True)
+class Derivation:
+    """How ``--derive-reference`` asks for reference procedures (see ``audit/derive.py``)."""
+
+    llm: Any  # an LLMClient, normally the Gateway (recorded, replayable)
+    settings: Any  # sopforge.settings.Settings
+    model: str
+    count: int = 2
+
+
 def audit_folder(path: Path, *, run: bool = True, reference: Path | None = None,
-                 limits: SandboxLimits | None = None, strict: bool = False) -> AuditReport:
+                 limits: SandboxLimits | None = None, strict: bool = False,
+                 derive: Derivation | None = None) -> AuditReport:
     """Audit one benchmark folder against ``research/sopbench_format.md`` §9.
 
     Args:
@@ -44,6 +60,8 @@ def audit_folder(path: Path, *, run: bool = True, reference: Path | None = None,
             check the labels with; defaults to the folder's own ``reference_procedure.py``.
         limits: sandbox limits for each child process (default ``SandboxLimits()``).
         strict: warnings count as failures in ``report.ok``.
+        derive: ask a model for reference procedures from sop.txt and the tools and check every
+            row's labels against them (``--derive-reference``); needs ``run``.
 
     Returns:
         The report; findings never raise.
@@ -69,18 +87,20 @@ def audit_folder(path: Path, *, run: bool = True, reference: Path | None = None,
         # Everything below reads this snapshot, copied as data (regular files only, no links, capped),
         # never the folder itself; the sandbox runs copy it again the same way.
         snapshot = stage_folder(path, Path(tmp) / (path.absolute().name or "folder"))
-        _audit(report, snapshot, run=run, reference=reference, reference_source=reference_source, limits=limits)
+        _audit(report, snapshot, run=run, reference=reference, reference_source=reference_source, limits=limits,
+               derive=derive)
     report.timings["total"] = round(time.perf_counter() - started, 3)
     return report
 
 
 def _audit(report: AuditReport, snapshot: StagedFolder, *, run: bool, reference: Path | None,
-           reference_source: str | None, limits: SandboxLimits | None) -> None:
+           reference_source: str | None, limits: SandboxLimits | None, derive: Derivation | None) -> None:
     """Every check, in order; a check that breaks on the folder's data fails the audit with one line."""
     try:
-        _checks(report, snapshot, run=run, reference=reference, reference_source=reference_source, limits=limits)
-    except UserError:
-        raise
+        _checks(report, snapshot, run=run, reference=reference, reference_source=reference_source, limits=limits,
+                derive=derive)
+    except SopforgeError:
+        raise  # bad input, a provider's error, an exchange waiting for its answer: one line from the CLI
     except Exception as err:  # noqa: BLE001 - the folder is hostile data: a finding, never a traceback
         report.checks.append(check(
             "audit.completes", False,
@@ -90,7 +110,7 @@ def _audit(report: AuditReport, snapshot: StagedFolder, *, run: bool, reference:
 
 
 def _checks(report: AuditReport, snapshot: StagedFolder, *, run: bool, reference: Path | None,
-            reference_source: str | None, limits: SandboxLimits | None) -> None:
+            reference_source: str | None, limits: SandboxLimits | None, derive: Derivation | None) -> None:
     started = time.perf_counter()
     c = load_folder(snapshot.root)
     checks = report.checks  # filled in place, so a later failure keeps what was found before it
@@ -105,13 +125,19 @@ def _checks(report: AuditReport, snapshot: StagedFolder, *, run: bool, reference
     checks += check_rows_against_specs(c, tools, groups)
     policy, failing = check_policy(snapshot.root)
     checks += policy
+    scope = PolicyScope()
+    if "tools.py" in failing and c.tools_source is not None:
+        names = {s.name for s in c.specs if isinstance(s.name, str)}
+        scope = policy_scope(c.tools_source, [r for r in policy if r.details.get("file") == "tools.py"], names)
+        if not scope.whole_file:
+            failing.discard("tools.py")  # only some tools fail: they are left out, the others run
     facts = analyze_tools(c.tools_source) if c.tools_source is not None else None
     checks += check_tools_code(c, facts)
     external_failed = False
     if reference_source is not None:
         ext = [r.model_copy(update={"name": r.name.replace("tools.policy", "reference.policy", 1),
                                     "message": f"{Path(reference).name}: {r.message}"})
-               for r in check_code(reference_source)]
+               for r in check_code(reference_source, mode="published")]
         external_failed = any(not r.passed for r in ext)
         checks += ext
     report.timings["static"] = round(time.perf_counter() - started, 3)
@@ -119,8 +145,33 @@ def _checks(report: AuditReport, snapshot: StagedFolder, *, run: bool, reference
     if not run:
         report.skipped.append(SkippedCheck(name="runtime", reason="runtime checks disabled (run=False / --no-run)"))
         return
-    _runtime(report, c, tools, groups, failing, reference, reference_source, external_failed, limits,
+    _runtime(report, c, groups, failing, scope, reference, reference_source, external_failed, limits,
              refused=not snapshot.ok)
+    if derive is not None and not any(s.name == "runtime" for s in report.skipped):
+        _derived(report, c, derive, limits, blocked=bool(scope.blocked_tools))
+
+
+def _derived(report: AuditReport, c: FolderContents, derive: Derivation, limits: SandboxLimits | None, *,
+             blocked: bool) -> None:
+    """Labels against reference procedures a model derives from the SOP (audit/derive.py)."""
+    from sopforge.audit.derive import derive_procedures, judge_derivations, run_derivations  # the LLM stack
+
+    if blocked:
+        report.skipped.append(SkippedCheck(name="labels.derived_reference", reason=(
+            "tools.py has tools that fail the sandbox policy, which a derived procedure could call")))
+        return
+    t0 = time.perf_counter()
+    try:
+        procedures = derive_procedures(c, llm=derive.llm, settings=derive.settings, model=derive.model,
+                                       count=derive.count)
+    except ValidationFailed as err:
+        report.checks.append(check("labels.derived_reference", False, f"no usable reference procedure was derived: "
+                                   f"{str(err).splitlines()[0][:300]}", severity="warning"))
+        return
+    report.timings["derive"] = round(time.perf_counter() - t0, 3)
+    t0 = time.perf_counter()
+    report.checks += judge_derivations(c, run_derivations(c, procedures, limits=limits))
+    report.timings["derived_runs"] = round(time.perf_counter() - t0, 3)
 
 
 def check_staging(snapshot: StagedFolder) -> CheckResult:
@@ -150,9 +201,9 @@ def _unrunnable(c: FolderContents, report: AuditReport, failing: set[str], refus
     return None
 
 
-def _runtime(report: AuditReport, c: FolderContents, tools, groups, failing: set[str], reference: Path | None,
-             reference_source: str | None, external_failed: bool, limits: SandboxLimits | None, *,
-             refused: bool) -> None:
+def _runtime(report: AuditReport, c: FolderContents, groups, failing: set[str], scope: PolicyScope,
+             reference: Path | None, reference_source: str | None, external_failed: bool,
+             limits: SandboxLimits | None, *, refused: bool) -> None:
     why = _unrunnable(c, report, failing, refused)
     if why:
         report.skipped.append(SkippedCheck(name="runtime", reason=f"tools not run: {why}"))
@@ -164,35 +215,36 @@ def _runtime(report: AuditReport, c: FolderContents, tools, groups, failing: set
     has_ref = reference_source is not None or c.reference_source is not None
     drop = (REFERENCE_FILE,) if own_ref_fails else ()
     t0 = time.perf_counter()
-    probe = [[{"tool": PROBE_TOOL, "input": {}}]]
-    first = run_in_sandbox(c.path, "tools.py", {"op": "call_tools", "groups": groups + probe}, limits=limits,
-                           exclude=drop)
-    report.timings["oracle"] = round(time.perf_counter() - t0, 3)
-    report.checks += check_oracle(c, tools, groups, first)
-    if first.ok and groups and tools:
-        t0 = time.perf_counter()
-        second = run_in_sandbox(c.path, "tools.py", {"op": "call_tools", "groups": groups[::-1]}, limits=limits,
-                                exclude=drop)
-        report.timings["determinism"] = round(time.perf_counter() - t0, 3)
-        report.checks += check_determinism(groups, first, second)
-    elif not tools:
-        report.skipped.append(SkippedCheck(name="runtime.deterministic",
-                                           reason="no tool can be called from the CSV alone"))
+    # With tools left out, the audit's own policy (per tool, above) is the static layer; the
+    # left-out methods are never called, and the guard and the OS boundary hold as always.
+    ex = exercise_tools(c, groups, blocked=set(scope.blocked_tools), limits=limits, drop=drop,
+                        skip_policy=bool(scope.blocked_tools))
+    report.timings["tools"] = round(time.perf_counter() - t0, 3)
+    report.timings.update({f"tools.{k}": v for k, v in ex.timings.items()})
+    for tool, lines in scope.blocked_tools.items():
+        report.skipped.append(SkippedCheck(
+            name=f"runtime.{tool}", reason=f"{tool} is not called: line(s) {', '.join(map(str, lines))} of tools.py "
+                                           "fail the sandbox policy (see tools.policy.*); every other tool ran"))
+    ignored, evidence = ignored_parameters(ex)
+    report.checks += check_calls(c, ex, ignored)
+    report.checks += check_inputs(ex, evidence)
+    report.checks += check_determinism(c, ex)
     if not has_ref:
         report.skipped.append(SkippedCheck(
             name="labels.reference_procedure",
             reason="no reference_procedure.py and no --reference given: the SOP's decision rule cannot be executed"))
         return
-    if ref_failed:
-        report.skipped.append(SkippedCheck(name="labels.reference_procedure",
-                                           reason="the reference procedure fails the sandbox policy"))
+    if ref_failed or scope.blocked_tools:
+        why = ("the reference procedure fails the sandbox policy" if ref_failed else
+               "tools.py has tools that fail the sandbox policy, which the procedure could call")
+        report.skipped.append(SkippedCheck(name="labels.reference_procedure", reason=why))
         return
     source = Path(reference).name if reference_source is not None else REFERENCE_FILE
     add = {REFERENCE_FILE: reference_source} if reference_source is not None else {}
     t0 = time.perf_counter()
     result = run_in_sandbox(c.path, REFERENCE_FILE, {"op": "run_function", "function": "run_procedure",
                                                      "calls": reference_calls(c), "tools_entry": "tools.py"},
-                            limits=limits, extra_files=add)
+                            limits=limits, extra_files=add, policy_mode="published")
     report.timings["reference"] = round(time.perf_counter() - t0, 3)
     report.checks += check_reference(c, result, source=source)
 

@@ -10,11 +10,11 @@ and nothing runs.
 from sopforge.sandbox.models import (
     CallError, CallOutcome, SandboxLimits, SandboxResult, ToolCallRecord,
 )
-from sopforge.sandbox.policy import DEFAULT_ALLOWED, check_code, imported_modules
+from sopforge.sandbox.policy import DEFAULT_ALLOWED, PUBLISHED_ALLOWED, check_code, imported_modules
 from sopforge.sandbox.boundary import SandboxUnavailable
 from sopforge.sandbox.runner import run_in_sandbox
 
 __all__ = [
-    "DEFAULT_ALLOWED", "CallError", "CallOutcome", "SandboxLimits", "SandboxResult", "ToolCallRecord",
+    "DEFAULT_ALLOWED", "PUBLISHED_ALLOWED", "CallError", "CallOutcome", "SandboxLimits", "SandboxResult", "ToolCallRecord",
     "SandboxUnavailable", "check_code", "imported_modules", "run_in_sandbox",
 ]

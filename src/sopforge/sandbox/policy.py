@@ -18,6 +18,16 @@ Object rules (``reach.py``): attributes may be assigned only on ``self`` in the 
 methods or on instances the module constructs; attribute names given to ``getattr`` and its
 kin must be literals; no dunder attribute outside a short allow-list, no private attribute
 of a module, no frame or code internals; classes of the module are not passed around.
+
+Two modes. ``generated`` (the default) is the rule above, for code sopforge asks a model to
+write: it can be told exactly what to write instead. ``published`` is for folders written by
+people (``sopforge audit``): their tools read data through paths kept on ``self``, log, parse
+dates with dateutil and shuffle lists, so it accepts any *read* of a file however the path is
+built (the OS boundary mounts nothing but a read-only copy of the folder, and the guard reports
+a read outside it), the modules of ``rules.PUBLISHED_ALLOWED`` and ``ast.literal_eval``; it
+reports randomness and clock as a passing note, because the audit measures their effect by
+running the tools twice. Everything else (network, processes, writes, environment, dynamic
+code, native code) is refused alike in both modes.
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import asdict, dataclass
+from typing import Literal
 
 from sopforge.pyast import parse_python
 from sopforge.checks import CheckResult, check
@@ -32,12 +43,16 @@ from sopforge.sandbox.anchors import PathAnchors, bound_names, collect_aliases, 
 from sopforge.sandbox.byname import ByNameVisitor
 from sopforge.sandbox.reach import ReachVisitor
 from sopforge.sandbox.rules import (
-    CLOCK_ATTRS, CLOCK_PARSERS, DANGEROUS_DUNDER_STRINGS, DEFAULT_ALLOWED, DENIED_MODULES,
-    DUNDER_ALLOWED, FORBIDDEN_BUILTINS, KINDS, NEVER_BOUND, NUMPY_IO, OS_ALLOWED_ATTRS, OS_PATH_DENIED,
-    PANDAS_PATH_KWARGS, PANDAS_READERS, PANDAS_WRITERS, REASONS, os_attribute_kind,
+    AST_ALLOWED_ATTRS, CLOCK_ATTRS, CLOCK_PARSERS, DANGEROUS_DUNDER_STRINGS, DEFAULT_ALLOWED, DEFERRED_KINDS,
+    DENIED_MODULES, DUNDER_ALLOWED, FORBIDDEN_BUILTINS, KINDS, NEVER_BOUND, NUMPY_IO, OS_ALLOWED_ATTRS, OS_PATH_DENIED,
+    PANDAS_PATH_KWARGS, PANDAS_READERS, PANDAS_WRITERS, PATH_WRITERS, PUBLISHED_ALLOWED, PUBLISHED_LIFTED, REASONS,
+    os_attribute_kind,
 )
 
-__all__ = ["DEFAULT_ALLOWED", "Violation", "check_code", "find_violations", "imported_modules"]
+__all__ = ["DEFAULT_ALLOWED", "PUBLISHED_ALLOWED", "PolicyMode", "Violation", "check_code", "find_violations",
+           "imported_modules"]
+
+PolicyMode = Literal["generated", "published"]
 
 _FORMAT_ATTR = re.compile(r"\{[^{}]*\.__\w+__")
 _WRITER_TARGET_KWARGS = frozenset(PANDAS_PATH_KWARGS) | {"buf", "excel_writer", "path_or_buffer", "con", "name"}
@@ -59,19 +74,25 @@ class Violation:
         return f"line {self.line}: {self.construct} is not allowed ({self.detail})"
 
 
-def check_code(source: str, *, allowed_imports: frozenset[str] = DEFAULT_ALLOWED) -> list[CheckResult]:
+def check_code(source: str, *, allowed_imports: frozenset[str] | None = None,
+               mode: PolicyMode = "generated") -> list[CheckResult]:
     """Check tool code against the sandbox policy without running it.
 
     Args:
         source: Python source of one module (tools or reference procedure).
-        allowed_imports: importable dotted module names (a name allows its submodules).
-            Modules in the hard deny-list (network, processes, randomness, clock, ...) stay
-            rejected even when listed here.
+        allowed_imports: importable dotted module names (a name allows its submodules); default
+            ``DEFAULT_ALLOWED`` (``PUBLISHED_ALLOWED`` in published mode). Modules in the hard
+            deny-list (network, processes, randomness, clock, ...) stay rejected even when listed here.
+        mode: ``generated`` (sopforge's own generated code) or ``published`` (a folder written by
+            people: reads anywhere the OS boundary allows, randomness and clock deferred to run time).
 
     Returns:
         One failed CheckResult per violation kind (``tools.policy.<kind>``, message listing
-        each offending line), or a single passing ``tools.policy`` result.
+        each offending line), or a passing ``tools.policy`` result; in published mode a passing
+        ``tools.policy.deferred`` note lists the randomness and clock uses (details ``lines``).
     """
+    if allowed_imports is None:
+        allowed_imports = PUBLISHED_ALLOWED if mode == "published" else DEFAULT_ALLOWED
     try:
         tree = parse_python(source)
     except SyntaxError as err:
@@ -79,9 +100,17 @@ def check_code(source: str, *, allowed_imports: frozenset[str] = DEFAULT_ALLOWED
         return [check("tools.policy.syntax", False, f"line {line}: syntax error: {err.msg}", line=line)]
     except ValueError as err:  # e.g. source containing NUL bytes
         return [check("tools.policy.syntax", False, f"line 0: source cannot be parsed: {err}", line=0)]
-    violations = find_violations(tree, allowed_imports=allowed_imports)
+    found_all = find_violations(tree, allowed_imports=allowed_imports, mode=mode)
+    violations = [v for v in found_all if not (mode == "published" and v.kind in DEFERRED_KINDS)]
+    deferred = sorted((v for v in found_all if v not in violations), key=lambda v: v.line)
+    notes = [check("tools.policy.deferred", True,
+                   "uses randomness or the clock ("
+                   + ", ".join(f"{v.construct} at line {v.line}" for v in deferred[:_SHOWN_PER_KIND])
+                   + (f" and {len(deferred) - _SHOWN_PER_KIND} more" if len(deferred) > _SHOWN_PER_KIND else "")
+                   + "): allowed in published code; running the tools twice shows whether it changes a result",
+                   lines=[v.line for v in deferred], constructs=[v.construct for v in deferred])] if deferred else []
     if not violations:
-        return [check("tools.policy", True, "code passes the sandbox policy")]
+        return [check("tools.policy", True, "code passes the sandbox policy"), *notes]
     results = []
     for kind in KINDS:
         found = sorted((v for v in violations if v.kind == kind), key=lambda v: v.line)
@@ -92,7 +121,7 @@ def check_code(source: str, *, allowed_imports: frozenset[str] = DEFAULT_ALLOWED
             message += f"; and {len(found) - _SHOWN_PER_KIND} more"
         results.append(check(f"tools.policy.{kind}", False, message,
                              violations=[asdict(v) | {"message": v.message} for v in found]))
-    return results
+    return results + notes
 
 
 def imported_modules(source: str) -> set[str]:
@@ -110,9 +139,11 @@ def imported_modules(source: str) -> set[str]:
     return names
 
 
-def find_violations(tree: ast.Module, *, allowed_imports: frozenset[str] = DEFAULT_ALLOWED) -> list[Violation]:
-    """Return every policy violation in a parsed module (deduplicated, unsorted)."""
-    visitor = _PolicyVisitor(tree, allowed_imports)
+def find_violations(tree: ast.Module, *, allowed_imports: frozenset[str] = DEFAULT_ALLOWED,
+                    mode: PolicyMode = "generated") -> list[Violation]:
+    """Return every policy violation in a parsed module (deduplicated, unsorted); in published mode
+    the randomness and clock ones are among them, for the caller to defer."""
+    visitor = _PolicyVisitor(tree, allowed_imports, published=mode == "published")
     visitor.visit(tree)
     ReachVisitor(tree, visitor.aliases, visitor.flag).visit(tree)
     ByNameVisitor(tree, visitor.aliases, visitor.flag).visit(tree)
@@ -127,8 +158,9 @@ def _short(node: ast.AST, limit: int = 60) -> str:
 class _PolicyVisitor(ast.NodeVisitor):
     """Collects violations; one instance per module, visited once."""
 
-    def __init__(self, tree: ast.Module, allowed: frozenset[str]):
+    def __init__(self, tree: ast.Module, allowed: frozenset[str], *, published: bool = False):
         self.allowed = allowed
+        self.published = published
         self.violations: dict[tuple[str, int, str], Violation] = {}
         self.aliases = collect_aliases(tree)
         self.anchors = PathAnchors(tree, self.aliases)
@@ -155,6 +187,8 @@ class _PolicyVisitor(ast.NodeVisitor):
         parts = dotted.split(".")
         for n in range(len(parts), 0, -1):
             prefix = ".".join(parts[:n])
+            if self.published and prefix in PUBLISHED_LIFTED:
+                return None  # the published mode lifts them (ast: literal_eval only, see check_qualified)
             if prefix in DENIED_MODULES:
                 return prefix, DENIED_MODULES[prefix]
         return None
@@ -183,6 +217,8 @@ class _PolicyVisitor(ast.NodeVisitor):
         hit = self.denied(dotted)
         if hit:
             self.flag(hit[1], node, dotted)
+        if parts[0] == "ast" and len(parts) > 1 and parts[1] not in AST_ALLOWED_ATTRS:
+            self.flag("dynamic_code", node, dotted, "only ast.literal_eval is allowed")
         if parts[0] == "numpy" and len(parts) > 1 and parts[1] in NUMPY_IO:
             self.flag("filesystem", node, f"numpy.{parts[1]}", "tools may not read or write files with numpy")
         last = parts[-1]
@@ -280,6 +316,8 @@ class _PolicyVisitor(ast.NodeVisitor):
         self._check_path(node, path, "open")
 
     def _check_path(self, node: ast.Call, path: ast.AST | None, what: str) -> None:
+        if self.published:
+            return  # any read: the OS boundary mounts only the folder, and the guard reports reads outside it
         if self.anchors.kind(path) is None:
             shown = _short(path, 40) if path is not None else ""
             self.flag("filesystem", node, f"{what}({shown})",
@@ -313,6 +351,14 @@ class _PolicyVisitor(ast.NodeVisitor):
             self.flag("filesystem", node, f".{name}(...) with a target", "tools may not write files")
         if name == "tofile":
             self.flag("filesystem", node, ".tofile()", "tools may not write files")
+        if self.published and name in PATH_WRITERS:
+            self.flag("filesystem", node, f".{name}()", "tools may not change files")
+        if self.published and name == "open" and dotted is None:  # pathlib.Path(...).open(mode)
+            kw = {k.arg: k.value for k in node.keywords}
+            mode = node.args[0] if node.args else kw.get("mode")
+            text = fold_str(mode) if mode is not None else "r"
+            if text is None or set(text) & set("wax+"):
+                self.flag("filesystem", node, ".open() for writing", "open files with a literal read mode such as 'r'")
         if name == "sample" and "random_state" not in keywords:
             self.flag("randomness", node, ".sample() without random_state")
 

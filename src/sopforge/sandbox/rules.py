@@ -19,6 +19,29 @@ DEFAULT_ALLOWED: frozenset[str] = frozenset({
     "numpy", "operator", "os", "pandas", "re", "statistics", "string", "typing",
 })
 
+# The "published" mode (``sopforge audit`` of folders written by people): the modules their
+# tools.py files import as a matter of course. They read files through paths kept anywhere,
+# log, print and parse dates; the OS boundary (a read-only copy of the folder, nothing else
+# mounted) and the guard (reads outside the folder are violations) keep everything else out.
+# ``ast`` is allowed for ``ast.literal_eval`` only (see AST_ALLOWED_ATTRS).
+PUBLISHED_ALLOWED: frozenset[str] = DEFAULT_ALLOWED | frozenset({
+    "logging", "pathlib", "dateutil", "ast", "random", "uuid", "time", "typing_extensions", "textwrap",
+    "calendar", "difflib", "pprint", "warnings", "hashlib", "unicodedata",
+})
+# Denied prefixes the published mode lifts: pathlib (reads are judged at run time) and ast
+# (literal_eval only). Randomness and clock stay denied but are deferred (DEFERRED_KINDS): the
+# audit measures their effect by running the tools twice (a shuffled list no tool returns
+# changes nothing).
+PUBLISHED_LIFTED: frozenset[str] = frozenset({"pathlib", "ast"})
+AST_ALLOWED_ATTRS: frozenset[str] = frozenset({"literal_eval"})
+# Kinds the published mode reports as a note for the runtime checks instead of refusing.
+DEFERRED_KINDS: frozenset[str] = frozenset({"randomness", "clock"})
+# Methods that change files whatever object they are called on (pathlib.Path and kin).
+PATH_WRITERS: frozenset[str] = frozenset({
+    "write_text", "write_bytes", "unlink", "mkdir", "rmdir", "touch", "symlink_to", "hardlink_to",
+    "link_to", "chmod", "lchmod",
+})
+
 # Violation kinds, in the order their CheckResults are reported.
 KINDS: tuple[str, ...] = (
     "syntax", "imports", "network", "processes", "native_code", "randomness", "clock",
@@ -59,6 +82,9 @@ DENIED_MODULES: dict[str, str] = {
     **dict.fromkeys(("typing.get_type_hints", "typing.ForwardRef", "string.Formatter"), "dynamic_code"),
     **dict.fromkeys(("random", "_random", "secrets", "uuid", "numpy.random"), "randomness"),
     **dict.fromkeys(("time", "timeit"), "clock"),
+    # logging writes to stderr by default; its handlers and config listener reach files and sockets.
+    **dict.fromkeys(("logging.config", "logging.handlers"), "network"),
+    "logging.FileHandler": "filesystem",
     **dict.fromkeys((
         "importlib", "imp", "runpy", "code", "codeop", "pickle", "_pickle", "marshal", "shelve",
         "dill", "cloudpickle", "builtins", "inspect", "sys", "gc", "types", "ast", "dis",

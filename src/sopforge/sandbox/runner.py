@@ -33,7 +33,7 @@ from sopforge.checks import CheckResult, check
 from sopforge.sandbox import boundary
 from sopforge.sandbox.launch import run_processes
 from sopforge.sandbox.models import Layer, SandboxLimits, SandboxResult
-from sopforge.sandbox.policy import DEFAULT_ALLOWED, check_code, imported_modules
+from sopforge.sandbox.policy import DEFAULT_ALLOWED, PUBLISHED_ALLOWED, PolicyMode, check_code, imported_modules
 from sopforge.sandbox.staging import StagedFolder, stage_folder
 
 __all__ = ["CALLS_SCRIPT", "CHILD_SCRIPT", "GUARD_SCRIPT", "child_command", "run_in_sandbox"]
@@ -70,7 +70,8 @@ def child_command(folder: Path, seccomp_fd: int | None, info_fd: int | None = No
                                   argv=argv, seccomp_fd=seccomp_fd, info_fd=info_fd)
 
 
-def _policy_checks(folder: Path, allowed: frozenset[str], exempt: str | None = None) -> list[CheckResult]:
+def _policy_checks(folder: Path, allowed: frozenset[str], exempt: str | None = None,
+                   mode: PolicyMode = "generated") -> list[CheckResult]:
     """Check every .py file of the folder but ``exempt``; sibling modules may import each other."""
     files = sorted(folder.rglob("*.py"))
     allowed = allowed | {p.stem for p in files}
@@ -79,7 +80,8 @@ def _policy_checks(folder: Path, allowed: frozenset[str], exempt: str | None = N
         rel = path.relative_to(folder).as_posix()
         if rel == exempt:
             continue
-        for result in check_code(path.read_text(encoding="utf-8", errors="replace"), allowed_imports=allowed):
+        for result in check_code(path.read_text(encoding="utf-8", errors="replace"), allowed_imports=allowed,
+                                 mode=mode):
             result.message = f"{rel}: {result.message}"
             result.details["file"] = rel
             checks.append(result)
@@ -140,7 +142,8 @@ def _refused(op: str, staged: StagedFolder) -> SandboxResult:
 def run_in_sandbox(folder: Path, entry: str, payload: dict[str, Any], *, limits: SandboxLimits | None = None,
                    skip_policy: bool = False, allowed_imports: frozenset[str] = DEFAULT_ALLOWED,
                    skip_guard: bool = False, driver_source: str | None = None,
-                   extra_files: dict[str, str] | None = None, exclude: tuple[str, ...] = ()) -> SandboxResult:
+                   extra_files: dict[str, str] | None = None, exclude: tuple[str, ...] = (),
+                   policy_mode: PolicyMode = "generated") -> SandboxResult:
     """Run user code from ``folder`` in a sandboxed child process.
 
     Args:
@@ -162,6 +165,9 @@ def run_in_sandbox(folder: Path, entry: str, payload: dict[str, Any], *, limits:
         extra_files: files (plain name -> text) written into the staged copy, e.g. sopforge's own
             driver; a file of the folder with the same name is left out.
         exclude: file-name patterns of the folder to leave out of the copy.
+        policy_mode: ``published`` for folders written by people (``sopforge audit``): the AST policy
+            accepts any read and defers randomness and clock (see ``policy.py``); with it, the
+            allow-list defaults to ``PUBLISHED_ALLOWED``.
 
     Returns:
         A SandboxResult; user-code failures are reported in it, never raised.
@@ -191,7 +197,10 @@ def run_in_sandbox(folder: Path, entry: str, payload: dict[str, Any], *, limits:
             raise UserError(f"sandbox entry {entry!r} is not the driver it was declared to be")
         checks: list[CheckResult] = []
         if not skip_policy:
-            checks = _policy_checks(work, allowed_imports, exempt=entry if driver_source is not None else None)
+            if policy_mode == "published" and allowed_imports is DEFAULT_ALLOWED:
+                allowed_imports = PUBLISHED_ALLOWED
+            checks = _policy_checks(work, allowed_imports, exempt=entry if driver_source is not None else None,
+                                    mode=policy_mode)
             failed = [c for c in checks if not c.passed]
             if failed:
                 return SandboxResult(ok=False, op=payload["op"], error_kind="policy_violation", checks=checks,

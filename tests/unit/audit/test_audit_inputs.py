@@ -44,9 +44,9 @@ def test_flat_toolspecs_without_the_wrapper_are_accepted(good_folder: Path):
 
 def test_a_reference_procedure_that_fails_the_policy_is_not_run_but_the_tools_are(tmp_path: Path):
     folder = copy_good(tmp_path, with_reference=True)
-    edit(folder, "reference_procedure.py", '"""Reference', 'import random\n"""Reference')
+    edit(folder, "reference_procedure.py", '"""Reference', 'import socket\n"""Reference')
     report = audit_folder(folder)
-    assert "reference.policy.randomness" in {c.name for c in report.errors}
+    assert "reference.policy.network" in {c.name for c in report.errors}
     assert report.get("runtime.tool_matches_csv").passed
     assert any(s.name == "labels.reference_procedure" and "policy" in s.reason for s in report.skipped)
 
