@@ -19,9 +19,9 @@ MAZE_CALLS = len(list(RECORDINGS.glob("*__maze_*.response.md")))
 # (The recorded agent's evaluation, *__eval_*, is no call of a generation.)
 RECORDED_CALLS = len(list(RECORDINGS.glob("*.response.md"))) - MAZE_CALLS - len(list(RECORDINGS.glob("*__eval_*.response.md")))
 # The chain up to the reference stage, in the stages it asks: the independent answerer's first
-# dataset batch and reference procedure were each asked again once.
+# dataset batch was asked again once.
 CHAIN_STAGES = ["context", "schema", "sop", "api_graph", "dataset", "dataset", "dataset", "tools", "tools", "tools",
-                "reference", "reference"]
+                "reference"]
 CHAIN_CALLS = len(CHAIN_STAGES)
 THEME = ("Retail pharmacy prescription refill requests: deciding whether a patient's refill can be "
          "dispensed, must be referred to the prescriber, or must be denied")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -22,7 +23,7 @@ from sopforge.families.sop_tools.models.distractors import DistractorField
 from sopforge.families.sop_tools.stages import dataset as dataset_stage
 from sopforge.families.sop_tools.stages.dataset import DatasetInputs
 from sopforge.families.sop_tools.verify.distractor_fields import _pool_problem
-from sopforge.families.sop_tools.verify.ground_truth import compute_ground_truth
+from sopforge.families.sop_tools.verify.ground_truth import cells_that_may_be_empty, compute_ground_truth
 from sopforge.families.sop_tools.verify.ground_truth_bundle import CSV_FILE
 from sopforge.families.sop_tools.verify.schema_checks import check_schema
 from sopforge.sandbox import SandboxLimits
@@ -117,3 +118,15 @@ def test_the_reference_stage_checks_every_column_it_would_export(tmp_path, schem
     _, checks = compute_ground_truth(bundle, schema, graph, digits, limits=SandboxLimits(wall_seconds=60))
     result = next(c for c in checks if c.name == "ground_truth.values_survive_csv")
     assert not result.passed and "'patient_id'" in result.message and "'0041584'" in result.message
+
+
+def test_a_conditional_input_may_be_an_empty_cell_in_the_ground_truth_too(schema_answer):
+    """The permits trial: `[present_if: applicant_type = owner_builder]` input cells are empty for every
+    other applicant; the dataset check allowed that and the reference check refused it three times."""
+    line = next(line for line in schema_answer.splitlines() if line.startswith("prescription_written_date"))
+    schema = DataSchema.parse(schema_answer.replace(line, line + " [present_if: medication_class = maintenance]"))
+    shown = ["prescription_written_date", "patient_id"]
+    gt = SimpleNamespace(columns=schema.names, input_columns=shown, output_columns=[f.name for f in schema.decisions])
+    empty = cells_that_may_be_empty(gt, schema)
+    assert "prescription_written_date" in empty and "patient_id" not in empty
+    assert set(schema.names) - {*shown, *gt.output_columns} <= empty  # hidden columns

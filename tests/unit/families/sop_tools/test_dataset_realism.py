@@ -214,3 +214,17 @@ def test_a_dataset_without_an_identifier_field_is_judged_without_one(schema, sop
     # was built from row[None] and the dataset stage died with a KeyError.
     checks = by_name(realism_checks(realistic_rows(seed=1), schema, None, sop))
     assert checks["dataset.realism.id_sequence"].passed
+
+
+def test_a_parameter_that_holds_the_sops_threshold_needs_no_rows_on_both_sides(schema):
+    # The insurance trial: `fast_track_ceiling_usd` [kind: parameter] is 7500 in every row because
+    # the policy's ceiling is 7,500; the SOP's "7500" is its value, not a line cases must cross.
+    sop = SOPDocument.parse(SOP.replace("5.1.2 If", "5.1.3 If `standard_review_days` is at most 3, close the "
+                                        "review the same week.\n5.1.2 If"))
+    assert any(t.statement() and t.statement()[0] == "standard_review_days" for t in sop.thresholds)
+    reach = by_name(realism_checks(realistic_rows(), schema, "entry_id", sop))["dataset.realism.branch_reach"]
+    assert reach.passed, reach.message
+    # The same number on a measurement is still a branch no case reaches.
+    measured = DataSchema.parse(SCHEMA.replace("[range: 1 to 10] [kind: parameter]", "[range: 1 to 10] [kind: measurement]"))
+    reach = by_name(realism_checks(realistic_rows(), measured, "entry_id", sop))["dataset.realism.branch_reach"]
+    assert not reach.passed and "standard_review_days" in reach.message

@@ -125,7 +125,7 @@ def replay_consequences(folder: Path, tasks: list[Task], rows: list[dict[str, An
         done.append(task.model_copy(update={
             "expected_state": state_run.state_diff or {},
             "hidden": {**task.hidden, **{c: found.get(c) for c in intermediate}}}))
-    checks = [_replay_check(tasks, runs[:n]), *write_checks(done, graph)]
+    checks = [_replay_check(tasks, runs[:n]), *write_checks(done, graph, intermediate)]
     out = Consequences(tasks=done, checks=checks)
     if gates is None:
         return out

@@ -146,8 +146,13 @@ def narrow_reason(f: FieldSpec, values: list[tuple[int, float]], rows: list[dict
 
 
 def _threshold_sides(f: FieldSpec, values: list[float], sop: SOPDocument | None) -> list[str]:
-    """SOP thresholds on ``f`` that every row falls on the same side of."""
-    if sop is None:
+    """SOP thresholds on ``f`` that every row falls on the same side of.
+
+    A ``[kind: parameter]`` field holds a threshold itself (a fast-track ceiling of 7,500 per policy):
+    the SOP's number is its value, not a line the cases must fall on both sides of (the insurance
+    trial's dataset failed three asks on exactly that).
+    """
+    if sop is None or f.kind == "parameter":
         return []
     stuck = []
     for t in sop.thresholds:

@@ -41,12 +41,24 @@ from sopforge.families.sop_tools.verify.trajectory import order_constraints
 from sopforge.sandbox import SandboxLimits
 
 
-__all__ = ["MAX_EXCLUDED_SHARE", "compute_ground_truth"]
+__all__ = ["MAX_EXCLUDED_SHARE", "cells_that_may_be_empty", "compute_ground_truth"]
 
 MAX_EXCLUDED_SHARE = 0.10
 
 
 # --------------------------------------------------------------------------------------- entry point
+
+def cells_that_may_be_empty(gt: GroundTruth, schema: DataSchema) -> set[str]:
+    """Columns whose ``None`` the exporter writes as the empty cell it means.
+
+    Hidden columns (an intermediate an early exit never computed), and a conditional field
+    (``[present_if]``) wherever it is shown, as the dataset check allows: the permits trial's
+    owner-builder declaration exists only for owner-builders, and the reference stage failed three
+    asks on its empty input cells.
+    """
+    shown = set(gt.input_columns) | set(gt.output_columns)
+    return {c for c in gt.columns if c not in shown} | {f.name for f in schema.fields if f.present_if is not None}
+
 
 def compute_ground_truth(bundle_folder: Path, schema: DataSchema, api_graph: APIGraph, rows: list[dict[str, Any]],
                          *, max_excluded_share: float = MAX_EXCLUDED_SHARE, limits: SandboxLimits | None = None,
@@ -140,12 +152,9 @@ def compute_ground_truth(bundle_folder: Path, schema: DataSchema, api_graph: API
                 gates=gates or {})
     checks += _row_checks(excluded, len(rows), max_excluded_share)
     # Before the hardening stages pay for their calls: tool results become CSV cells too.
-    # Hidden columns may hold no value (a conditional field, an intermediate an early exit never
-    # computed): the exporter writes an empty cell there, so the check accepts None there too.
-    shown = set(gt.input_columns) | set(gt.output_columns)
     checks.append(values_check("ground_truth.values_survive_csv", gt.export_rows(), gt.columns,
                                fix="return such values from the procedure and the tools in another form",
-                               may_be_missing={c for c in gt.columns if c not in shown}))
+                               may_be_missing=cells_that_may_be_empty(gt, schema)))
     checks += _call_checks(runs, gt.tasks, row_ids, specs, api_graph)
     checks += _coverage_checks(gt)
     if second is not None:

@@ -15,6 +15,7 @@ and the checks that prove the branches matter:
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from sopforge.checks import CheckResult, check
@@ -22,8 +23,8 @@ from sopforge.families.sop_tools.models.api_graph import APIGraph
 from sopforge.families.sop_tools.models.ground_truth import Task, csv_cell
 from sopforge.families.sop_tools.models.trajectory import PathRow
 
-__all__ = ["MAX_TASK_IDS", "outcome_label", "path_checks", "path_table", "path_table_text", "task_values",
-           "write_checks"]
+__all__ = ["MAX_TASK_IDS", "outcome_label", "path_checks", "path_table", "path_table_text", "path_values",
+           "task_values", "write_checks"]
 
 MAX_TASK_IDS = 5
 _QUOTED = 4
@@ -86,12 +87,29 @@ def path_checks(tasks: list[Task], graph: APIGraph, rows: list[PathRow], *, min_
     ]
 
 
-def write_checks(tasks: list[Task], graph: APIGraph) -> list[CheckResult]:
-    """``ground_truth.writes_follow_sop``: each write on exactly the tasks its ``when`` condition selects."""
+def path_values(task: Task, computed: Collection[str]) -> dict[str, Any]:
+    """The task's values as its own path knows them: a computed value only where a call on the path returned it.
+
+    The consequences replay computes every intermediate on every row (the exported hidden columns),
+    but a write's branch is decided by the values the procedure reached: a screening that ended at
+    its first gate never classified the monitoring status, so a rule "write the PDMP review when the
+    monitoring result is not_required" does not select it (the pharmacy demo's recorded evaluation
+    and the permits trial both met this).
+    """
+    derived = {k for c in task.expected_calls if isinstance(c.output, dict) for k in c.output}
+    return {k: v for k, v in task_values(task).items() if k not in computed or k in derived}
+
+
+def write_checks(tasks: list[Task], graph: APIGraph, computed: Collection[str] = ()) -> list[CheckResult]:
+    """``ground_truth.writes_follow_sop``: each write on exactly the tasks its ``when`` condition selects.
+
+    Args:
+        computed: The fields a tool computes (to be obtained, not decisions): see :func:`path_values`.
+    """
     forbidden: dict[str, list[str]] = {}
     missing: dict[str, list[str]] = {}
     for task in tasks:
-        values = task_values(task)
+        values = path_values(task, computed)
         path = task.expected_path or [c.tool for c in task.expected_calls]
         for api in graph.write_apis:
             allowed = api.allowed_on(values)
