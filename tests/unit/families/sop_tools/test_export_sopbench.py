@@ -96,6 +96,17 @@ def test_a_failing_audit_leaves_no_folder(tmp_path: Path):
     assert no_trace(tmp_path)
 
 
+def test_an_audit_check_the_run_waived_lets_the_export_through(tmp_path: Path):
+    # The baggage trial: the one-line way out after the export's audit named `--waive CHECK=...`,
+    # and the export then failed on the same check (the audit never saw the run's waivers).
+    rows = loan_rows()
+    rows[1]["final_decision"] = "approve"
+    folder = export(tmp_path, rows, waivers={"labels.reference_procedure": "the data's label is the policy's"})
+    assert (folder / "test_set_with_outputs.csv").is_file()
+    with pytest.raises(ValidationFailed, match="labels.reference_procedure"):  # another check is not waived
+        export(tmp_path / "other", rows, waivers={"runtime.tool_stub": "a stub here is fine"})
+
+
 def test_a_crash_mid_export_leaves_no_folder(tmp_path: Path, monkeypatch):
     calls = []
     real = sopbench._write_csv

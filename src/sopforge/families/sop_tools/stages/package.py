@@ -114,7 +114,7 @@ def run(inputs: PackageInputs, *, settings: Settings | None = None, **_: object)
                         # which tools change the database is said here and in their descriptions.
                         "write_tools": {a.api_name: a.writes_table for a in inputs.api_graph.write_apis},
                         "state_tables": inputs.api_graph.tables()},
-        overwrite=True)
+        overwrite=True, waivers=dict(settings.waivers) if settings else {})
     registry = write_registry_variants(folder, base_specs, distractors)
     variants = write_sop_variants(folder, inputs.manipulations)
     tod_jsonl = write_tod_jsonl(export_dir / TOD_JSONL, slug, inputs.manipulations, inputs.run_id)
