@@ -203,7 +203,9 @@ def test_a_blocked_process_is_killed_at_the_wall_clock_limit(tmp_path: Path):
     folder = tool_folder(tmp_path, "import time\ntime.sleep(60)\n")
     started = time.monotonic()
     result = run_one(folder, limits=SandboxLimits(wall_seconds=1.5, cpu_seconds=30))
-    assert result.error_kind == "timeout" and result.exit_code == -9
+    # Killed either way: bubblewrap itself by SIGKILL (-9), or the process inside it, which bubblewrap,
+    # still alive for an instant, reports as 128 + 9 (seen under load).
+    assert result.error_kind == "timeout" and result.exit_code in (-9, 137)
     assert 1.5 <= time.monotonic() - started < 8
 
 
