@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sopforge.parsing import ParseError
+from sopforge.families.sop_tools.models.dataset import find_id_field
 from sopforge.families.sop_tools.models.data_schema import DataSchema
 from sopforge.families.sop_tools.verify.schema_checks import check_schema
 
@@ -220,9 +221,19 @@ def test_substring_labels_on_non_decision_enum_are_allowed(schema_answer: str, e
     assert failing(check_schema(s)) == []
 
 
-def test_missing_id_field_is_only_a_warning(schema_answer: str, edit):
-    text = edit(schema_answer, "prescription_id - string", "prescription_code - string")
-    s = DataSchema.parse(edit(text, "patient_id - string", "patient_code - string"))
+def test_a_schema_without_an_identifier_is_asked_again(schema_answer: str, edit):
+    text = edit(schema_answer, "prescription_id - string, unique identifier of the prescription",
+                "prescription - string, the prescription as written")
+    s = DataSchema.parse(edit(text, "patient_id - string, pseudonymous identifier", "patient - string, pseudonym"))
     result = by_name(check_schema(s), "schema.unique_id_present")
-    assert not result.passed and result.severity == "warning" and not result.blocking
+    assert not result.passed and result.blocking  # the tools stage could not look a record up
     assert failing(check_schema(s)) == ["schema.unique_id_present"]
+
+
+def test_a_record_number_described_as_its_unique_identifier_is_the_row_id(schema_answer: str, edit):
+    # The insurance trial's schema: `claim_number - string, unique claim identifier ...`, no *_id field.
+    text = edit(schema_answer, "prescription_id - string, unique identifier of the prescription",
+                "prescription_number - string, unique identifier of the prescription")
+    s = DataSchema.parse(edit(text, "patient_id - string, pseudonymous identifier", "patient_ref - string, pseudonymous identifier"))
+    assert find_id_field(s) == "prescription_number"
+    assert by_name(check_schema(s), "schema.unique_id_present").passed

@@ -189,8 +189,17 @@ class Dataset(BaseModel):
         return "[\n" + ",\n".join(repr(r) for r in rows) + "\n]"
 
 
+# How real records name their key: refill_request_id, claim_number, case_no, file_ref, entry_code.
+ID_SUFFIXES = ("_id", "_number", "_no", "_ref", "_reference", "_code")
+
+
 def find_id_field(schema: DataSchema) -> str | None:
-    """The existing field that identifies a row: an ``id``/``*_id`` field, preferring one described as unique.
+    """The existing field that identifies a row.
+
+    A string or integer field named ``id`` or ``*_id``/``*_number``/``*_no``/``*_ref``/``*_code``, or
+    described as an identifier; one described as unique first, then an ``*_id`` name, then schema order.
+    (Only ``*_id`` names once counted: the insurance trial's ``claim_number``, "unique claim identifier",
+    was no identifier and its tools stage stopped with no way back.)
 
     Args:
         schema: The data schema.
@@ -198,11 +207,13 @@ def find_id_field(schema: DataSchema) -> str | None:
     Returns:
         The field name, or None when no existing string/integer field looks like an identifier.
     """
-    ids = [f for f in schema.existing
-           if (f.name == "id" or f.name.endswith("_id")) and f.type in ("string", "integer")]
-    unique = [f for f in ids if "unique" in f.description.lower()]
-    pool = unique or ids
-    return pool[0].name if pool else None
+    ids = [f for f in schema.existing if f.type in ("string", "integer") and (
+        f.name == "id" or f.name.endswith(ID_SUFFIXES) or "identifier" in f.description.lower())]
+
+    def rank(f: FieldSpec) -> tuple[bool, bool]:
+        return "unique" not in f.description.lower(), not (f.name == "id" or f.name.endswith("_id"))
+
+    return min(ids, key=rank).name if ids else None
 
 
 def row_key(row: dict[str, Any]) -> str:

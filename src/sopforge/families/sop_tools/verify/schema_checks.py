@@ -119,11 +119,14 @@ def check_schema(schema: DataSchema) -> list[CheckResult]:
     results.append(schema_values_check(schema))
     results += _annotation_checks(schema)
 
-    ids = [f.name for f in schema.existing if f.name == "id" or f.name.endswith("_id")]
-    results.append(check("schema.unique_id_present", bool(ids),
-                         "no existing field looks like a unique row id (name ending in _id); tools need one to look records up"
-                         if not ids else f"id field(s): {', '.join(ids)}",
-                         severity="warning", fields=ids))
+    # An error, asked again here: without an identifier the tools stage cannot look a record up and
+    # would stop the run after the dataset was paid for.
+    id_field = find_id_field(schema)
+    results.append(check("schema.unique_id_present", id_field is not None,
+                         "no existing field identifies a row: add a unique identifier field (a string such as "
+                         "claim_id or claim_number, described as the unique identifier of the record); tools look "
+                         "records up by it" if id_field is None else f"row identifier: {id_field}",
+                         fields=[id_field] if id_field else []))
     return results
 
 
