@@ -115,8 +115,8 @@ def run(inputs: ToolsInputs, *, llm: LLMClient, settings: Settings, model: str, 
     registry = registry or default_registry(settings)
     ctx, schema, sop, graph, dataset = inputs.context, inputs.data_schema, inputs.sop, inputs.api_graph, inputs.dataset
     if not dataset.id_field:
-        raise UserError("tools: the dataset has no identifier field (see schema.unique_id_present); tools look rows up by it. "
-                        "Regenerate the schema with a unique identifier field")
+        raise UserError("tools: the dataset has no identifier field (see schema.unique_id_present); tools look rows "
+                        "up by it. Regenerate the schema with a unique identifier field")
     class_name = manager_class_name(inputs.theme_slug)
     limits = limits or TOOL_CHECK_LIMITS
     shared = {"sop_file_contents": sop.to_prompt_text(), "sample_schema": schema.to_prompt_text()}
