@@ -151,7 +151,7 @@ def test_feedback_reaches_all_three_prompts(scripted, settings, inputs, good):
 def test_a_dataset_without_an_id_field_is_a_user_error(scripted, settings, inputs):
     no_id = inputs.model_copy(update={"dataset": inputs.dataset.model_copy(update={"id_field": None})})
     llm, provider = scripted([])
-    with pytest.raises(UserError, match="no id field"):
+    with pytest.raises(UserError, match="no identifier field"):
         tools_stage.run(no_id, **kw(settings, llm))
     assert provider.requests == []
 
