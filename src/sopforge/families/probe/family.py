@@ -48,8 +48,9 @@ STAGES: tuple[StageSpec, ...] = (
         template_ids=personas.TEMPLATE_IDS, run=personas.run,
         make_inputs=lambda spec, up, ctx: personas.PersonasInputs(
             theme_slug=spec.slug, context=up["context"],
-            difficulties=[probe_options(spec).difficulty_of(i) for i in range(probe_options(spec).personas)]),
-        params=lambda spec: _opts(spec, "personas", "difficulties"),
+            difficulties=[probe_options(spec).difficulty_of(i) for i in range(probe_options(spec).personas)],
+            as_of=probe_options(spec).reference_date.isoformat()),
+        params=lambda spec: _opts(spec, "personas", "difficulties", "reference_date"),
         render=render.personas_markdown,
     ),
     StageSpec(

@@ -65,7 +65,7 @@ def worlds(context: BusinessContext, settings: Settings) -> WorldSet:
     """The recorded personas and world models, built by the real stages from their recorded answers."""
     llm, _ = replay("probe_personas", settings)
     personas = personas_stage.run(personas_stage.PersonasInputs(theme_slug=SLUG, context=context,
-                                                                difficulties=["easy", "hard"]),
+                                                                difficulties=["easy", "hard"], as_of="2026-03-02"),
                                   llm=llm, settings=settings, model="m", temperature=0).artifact
     llm, _ = replay("probe_world", settings)
     return world_stage.run(world_stage.WorldInputs(theme_slug=SLUG, context=context, personas=personas,

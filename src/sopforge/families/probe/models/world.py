@@ -124,7 +124,8 @@ class WorldModel(BaseModel):
         o, p, c = self.org, self.persona, self.personal
         rels = self.relationships if relationships is None else self.relationships[:relationships]
         lines = [
-            f"Today: {self.today}",
+            f"As of: {self.today} (today). Everything dated before it has happened; everything after it is "
+            "planned, scheduled or expected, and is written so.",
             f"Persona: {p.name} ({p.occupation}), {p.location}; e-mail {self.persona_email}",
             f"About: {p.about}",
             f"Company: {o.company_name} ({o.company_type}); department: {o.department}; team size {o.team_size}; "

@@ -8,6 +8,8 @@ code from the theme's ``probe.difficulties`` (cycled), never by the model. Pure.
 
 from __future__ import annotations
 
+from datetime import date
+
 from pydantic import BaseModel, Field
 
 from sopforge.ask import StageResult
@@ -30,6 +32,7 @@ class PersonasInputs(BaseModel):
     theme_slug: str = Field(description="First part of every call key.")
     context: BusinessContext = Field(description="The shared business context (roles, sub-businesses, systems).")
     difficulties: list[str] = Field(description="Difficulty of each persona, in order (already cycled).")
+    as_of: str = Field(description="ISO day every persona's world is written as of (probe.reference_date).")
 
 
 class _Draft(BaseModel):
@@ -56,10 +59,11 @@ def run(inputs: PersonasInputs, *, llm: LLMClient, settings: Settings, model: st
         drafts = parse_json_block(raw, "personas", _Drafts, key="personas").personas
         personas = [Persona(id=f"p{i}", difficulty=inputs.difficulties[i - 1] if i <= n else "easy",
                             **d.model_dump()) for i, d in enumerate(drafts, 1)]
-        return PersonaSet(personas=personas), check_personas(personas, inputs.context, n)
+        return PersonaSet(personas=personas), check_personas(personas, inputs.context, n, date.fromisoformat(inputs.as_of))
 
     roles = next((s.body for s in inputs.context.sections if s.number == 4), "")
     artifact = asker.ask("main", TEMPLATE_IDS[0], {
         "business_context": inputs.context.to_prompt_text(), "key_roles": roles, "num_personas": str(n),
+        "as_of": inputs.as_of,
         "sub_businesses": "\n".join(f"- {s.name}: {s.description}" for s in inputs.context.sub_businesses)}, parse)
     return asker.result(artifact)

@@ -9,6 +9,8 @@ addresses them. Pure.
 
 from __future__ import annotations
 
+from datetime import date
+
 from pydantic import BaseModel, Field
 
 from sopforge.ask import StageResult
@@ -50,19 +52,20 @@ def run(inputs: WorldInputs, *, llm: LLMClient, settings: Settings, model: str, 
     asker = Asker(STAGE, inputs.theme_slug, TEMPLATE_IDS, llm=llm, settings=settings, model=model,
                   temperature=temperature, feedback=feedback, registry=registry)
     context = inputs.context.to_prompt_text()
+    as_of = date.fromisoformat(inputs.today)
     worlds = []
     for p in inputs.personas.personas:
-        shared = {"business_context": context, "persona": persona_text(p)}
+        shared = {"business_context": context, "persona": persona_text(p), "as_of": inputs.today}
         org = asker.ask(f"{p.id}-org", TEMPLATE_IDS[0], shared,
-                        lambda raw: (o := parse_json_block(raw, "org_structure", OrgStructure), check_org(o)))
+                        lambda raw: (o := parse_json_block(raw, "org_structure", OrgStructure), check_org(o, as_of)))
         personal = asker.ask(f"{p.id}-personal", TEMPLATE_IDS[1], {**shared, "difficulty": p.difficulty},
                              lambda raw: (c := parse_json_block(raw, "personal_context", PersonalContext),
-                                          check_personal(c)))
+                                          check_personal(c, as_of)))
         low, high = RELATIONSHIP_BANDS[p.difficulty]
 
         def parse_relationships(raw: str, p: Persona = p, org: OrgStructure = org) -> tuple[RelationshipList, list[CheckResult]]:
             rels = parse_json_block(raw, "relationships", RelationshipList, key="relationships")
-            return rels, check_relationships(rels.relationships, p, org.email_domain)
+            return rels, check_relationships(rels.relationships, p, org.email_domain, as_of)
 
         rels = asker.ask(f"{p.id}-relationships", TEMPLATE_IDS[2], {
             **shared, "difficulty": p.difficulty, "organization": _org_text(org),

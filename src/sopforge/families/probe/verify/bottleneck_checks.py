@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from datetime import date
 
 from sopforge.checks import CheckResult, check
 from sopforge.families.probe.models.bottlenecks import Action, Bottleneck
 from sopforge.families.probe.models.world import WorldModel
+from sopforge.families.probe.verify.dates import check_as_of, mentioned_dates
 from sopforge.families.probe.verify.document_checks import identifiers
 
 __all__ = ["bottleneck_keywords", "check_actions", "check_bottlenecks", "content_words", "keyword_hits",
@@ -94,7 +96,8 @@ def _each(n: int) -> str:
 
 
 def check_bottlenecks(bottlenecks: list[Bottleneck], world: WorldModel, expected: int) -> list[CheckResult]:
-    """Count, T6's diversity (types, people), real names, a dated or identified artifact, 2-3 sentences."""
+    """Count, T6's diversity (types, people), real names, a dated or identified artifact, 2-3 sentences, and
+    dates that agree with the world's as-of day: a deadline after it, nothing after it told as past."""
     names = {r.name.lower() for r in world.relationships}
     surnames = {r.name.split()[-1].lower() for r in world.relationships}
     unknown_primary = [b.primary_person for b in bottlenecks if b.primary_person.lower() not in names]
@@ -105,6 +108,8 @@ def check_bottlenecks(bottlenecks: list[Bottleneck], world: WorldModel, expected
     long = [i for i, n in enumerate(sentences, 1) if n > 3]
     types = Counter(b.type for b in bottlenecks)
     people = Counter(b.primary_person.lower() for b in bottlenecks)
+    as_of = date.fromisoformat(world.today)
+    no_deadline = [i for i, b in enumerate(bottlenecks, 1) if not any(d > as_of for _, d in mentioned_dates(b.description))]
     return [
         check("probe_bottlenecks.count", len(bottlenecks) == expected,
               f"expected {expected} bottlenecks, got {len(bottlenecks)}",
@@ -129,6 +134,12 @@ def check_bottlenecks(bottlenecks: list[Bottleneck], world: WorldModel, expected
         check("probe_bottlenecks.distinct_people", all(n == 1 for n in people.values()),
               f"each bottleneck needs a different primary person (T6 diversity): {dict(people)}",
               ok="no primary person repeats: " + ", ".join(sorted(b.primary_person for b in bottlenecks))),
+        check("probe_bottlenecks.deadline_ahead", not no_deadline,
+              f"bottleneck(s) {no_deadline} name no date after today ({world.today}); give the deadline as a date "
+              "(YYYY-MM-DD) still ahead, so the problem is current",
+              ok=f"{_each(len(bottlenecks))} has a deadline after today ({world.today})"),
+        check_as_of("probe_bottlenecks.as_of", {f"bottleneck {i}": b.description for i, b in enumerate(bottlenecks, 1)},
+                    as_of, "every bottleneck"),
     ]
 
 

@@ -15,6 +15,7 @@ from sopforge.checks import CheckResult, check
 from sopforge.families.probe.models.bottlenecks import Bottleneck
 from sopforge.families.probe.models.documents import ParsedDocument
 from sopforge.families.probe.models.world import WorldModel
+from sopforge.families.probe.verify.dates import check_as_of
 
 __all__ = ["check_document", "identifiers", "leaked_identifiers"]
 
@@ -65,7 +66,11 @@ def check_document(doc: ParsedDocument, world: WorldModel, *, words: tuple[int, 
     strangers = sorted({a for a in (m.lower() for m in _EMAIL.findall(header_text)) if a not in known})
     people = {p.lower() for p in world.people()}
     sender_known = doc.kind == "email" or any(p in doc.sender.lower() for p in people)
-    days = abs((date.fromisoformat(doc.date) - date.fromisoformat(world.today)).days)
+    today, written = date.fromisoformat(world.today), date.fromisoformat(doc.date)
+    days = abs((written - today).days)
+    # E-mails and documents exist already, so they are dated on or before today; a calendar event
+    # may lie ahead, but its description is written today.
+    future = doc.kind != "calendar" and written > today
     leaks = {i: ids for i, ids in leaked_identifiers(doc.text, bottlenecks).items() if i != own}
     low, high = words
     return [
@@ -81,6 +86,12 @@ def check_document(doc: ParsedDocument, world: WorldModel, *, words: tuple[int, 
               f"{max_days} days",
               ok=f"{doc.kind} {doc.title!r} is dated {doc.date}, {days} days from today ({world.today}), within "
                  f"{max_days} days"),
+        check(f"{name}.not_in_future", not future,
+              f"{doc.kind} {doc.title!r} is dated {doc.date}, after today ({world.today}): an e-mail or document "
+              "in the datastore was written on or before today",
+              ok=f"{doc.kind} {doc.title!r} is dated {doc.date}, not after today ({world.today})"),
+        check_as_of(f"{name}.dates_as_of", {"body": doc.body}, min(written, today) if future else
+                    (today if doc.kind == "calendar" else written), f"{doc.kind} {doc.title!r}"),
         check(f"{name}.no_foreign_identifiers", not leaks,
               f"{doc.kind} {doc.title!r} carries identifiers of "
               + "; ".join(f"bottleneck {i} ({', '.join(ids)})" for i, ids in leaks.items())

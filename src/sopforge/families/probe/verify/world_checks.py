@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import date
+
 from sopforge.checks import CheckResult, check
 from sopforge.context.model import BusinessContext
 from sopforge.families.probe.models.world import OrgStructure, Persona, PersonalContext, Relationship
+from sopforge.families.probe.verify.dates import check_as_of
 
 __all__ = ["RELATIONSHIP_BANDS", "check_org", "check_personal", "check_personas", "check_relationships"]
 
@@ -16,8 +19,10 @@ def _norm(text: str) -> str:
     return " ".join(text.lower().replace("&", " and ").split())
 
 
-def check_personas(personas: list[Persona], context: BusinessContext, expected: int) -> list[CheckResult]:
-    """Count, distinct names, and a role and sub-business that exist in the business context."""
+def check_personas(personas: list[Persona], context: BusinessContext, expected: int,
+                   as_of: date | None = None) -> list[CheckResult]:
+    """Count, distinct names, a role and sub-business that exist in the business context, and (given the
+    world's ``as_of`` day) no later date told as past in a profile."""
     roles_text = _norm(next((s.body for s in context.sections if s.number == 4), ""))
     subs = {_norm(s.name) for s in context.sub_businesses}
     names = [_norm(p.name) for p in personas]
@@ -37,23 +42,38 @@ def check_personas(personas: list[Persona], context: BusinessContext, expected: 
               f"sub-business(es) {unknown_subs} are not in the business context's section 2; use a name from it",
               ok="every persona's sub-business is in the business context's section 2: "
                  + ", ".join(sorted({p.sub_business for p in personas})), unknown=unknown_subs),
-    ]
+    ] + ([check_as_of("probe_personas.as_of", {f"{p.name}'s profile": p.about for p in personas}, as_of,
+                      "every profile")] if as_of else [])
 
 
-def check_org(org: OrgStructure) -> list[CheckResult]:
-    return [check("probe_world.team_size", org.direct_reports <= org.team_size,
-                  f"direct_reports ({org.direct_reports}) cannot exceed team_size ({org.team_size})",
-                  ok=f"direct_reports ({org.direct_reports}) within team_size ({org.team_size})")]
+def check_org(org: OrgStructure, as_of: date | None = None) -> list[CheckResult]:
+    checks = [check("probe_world.team_size", org.direct_reports <= org.team_size,
+                    f"direct_reports ({org.direct_reports}) cannot exceed team_size ({org.team_size})",
+                    ok=f"direct_reports ({org.direct_reports}) within team_size ({org.team_size})")]
+    if as_of:
+        checks.append(check_as_of("probe_world.org_as_of", {
+            **{f"key process {i}": t for i, t in enumerate(org.key_processes, 1)},
+            **{f"meeting {i}": t for i, t in enumerate(org.typical_meetings, 1)}}, as_of, "the organisation"))
+    return checks
 
 
-def check_personal(personal: PersonalContext) -> list[CheckResult]:
-    return [check("probe_world.goals", len(personal.current_goals) >= 3,
-                  f"give three current goals (T3 asks for three), got {len(personal.current_goals)}",
-                  ok=f"{len(personal.current_goals)} current goals (T3 asks for three)")]
+def check_personal(personal: PersonalContext, as_of: date | None = None) -> list[CheckResult]:
+    checks = [check("probe_world.goals", len(personal.current_goals) >= 3,
+                    f"give three current goals (T3 asks for three), got {len(personal.current_goals)}",
+                    ok=f"{len(personal.current_goals)} current goals (T3 asks for three)")]
+    if as_of:
+        texts = {"work style": personal.work_style,
+                 **{f"goal {i}": t for i, t in enumerate(personal.current_goals, 1)},
+                 **{f"constraint {i}": t for i, t in enumerate(personal.constraints, 1)},
+                 **{f"challenge {i}": t for i, t in enumerate(personal.biggest_challenges, 1)}}
+        checks.append(check_as_of("probe_world.personal_as_of", texts, as_of, "the personal context"))
+    return checks
 
 
-def check_relationships(relationships: list[Relationship], persona: Persona, domain: str) -> list[CheckResult]:
-    """T4's difficulty band, unique names and surnames, never the persona, colleagues on the company domain."""
+def check_relationships(relationships: list[Relationship], persona: Persona, domain: str,
+                        as_of: date | None = None) -> list[CheckResult]:
+    """T4's difficulty band, unique names and surnames, never the persona, colleagues on the company domain,
+    and (given ``as_of``) no later date told as past in what a relationship does or where it stands."""
     low, high = RELATIONSHIP_BANDS[persona.difficulty]
     names = [_norm(r.name) for r in relationships]
     surnames = [n.split()[-1] for n in names]
@@ -76,4 +96,6 @@ def check_relationships(relationships: list[Relationship], persona: Persona, dom
         check("probe_world.distinct_addresses", len({r.email for r in relationships}) == len(relationships),
               "every relationship needs its own e-mail address",
               ok=f"the {len(relationships)} relationships have {len(relationships)} different e-mail addresses"),
-    ]
+    ] + ([check_as_of("probe_world.relationships_as_of",
+                      {f"relationship {r.name}": f"{r.interaction} {r.status}" for r in relationships}, as_of,
+                      "the relationships")] if as_of else [])
