@@ -84,6 +84,21 @@ class Asker:
             self.checks += result.checks
         return result.artifact
 
+    def child(self) -> "Asker":
+        """An asker for one item of a ``fan_out``: same stage, model and templates, its own answers.
+
+        Items of a fan_out may run at once, so each keeps its raw answers apart and the stage merges
+        them back in item order (:meth:`absorb`): the stored answers never depend on completion order.
+        """
+        return Asker(self.stage, self.slug, self.template_ids, llm=self.llm, settings=self.settings, model=self.model,
+                     temperature=self.temperature, feedback=self.feedback, registry=self.registry)
+
+    def absorb(self, child: "Asker") -> None:
+        """Take over a child's answers, checks and attempts (call in item order)."""
+        self.raw_texts += child.raw_texts
+        self.checks += child.checks
+        self.attempts += child.attempts
+
     def result(self, artifact: T, extra_checks: list[CheckResult] | None = None) -> StageResult[T]:
         hashes = {tid: self.registry.get(tid).sha256 for tid in self.template_ids}
         return StageResult[Any](

@@ -67,7 +67,7 @@ STAGES: tuple[StageSpec, ...] = (
         template_ids=bottlenecks.TEMPLATE_IDS, run=bottlenecks.run, gate=True,
         make_inputs=lambda spec, up, ctx: bottlenecks.BottlenecksInputs(
             theme_slug=spec.slug, worlds=up[world.STAGE], options=probe_options(spec)),
-        params=lambda spec: _opts(spec, "bottlenecks", "actions", "max_retries"),
+        params=lambda spec: _opts(spec, "bottlenecks", "actions", "max_retries", "attack_alpha"),
         render=render.bottlenecks_markdown, edit=edits.BOTTLENECKS_EDIT,
     ),
     StageSpec(
@@ -85,7 +85,7 @@ STAGES: tuple[StageSpec, ...] = (
         make_inputs=lambda spec, up, ctx: distractors.DistractorsInputs(
             theme_slug=spec.slug, worlds=up[world.STAGE], bottlenecks=up[bottlenecks.STAGE],
             options=probe_options(spec)),
-        params=lambda spec: _opts(spec, "distractors", "enhanced", "words", "max_retries", "seed"),
+        params=lambda spec: _opts(spec, "distractors", "distractor_batch", "enhanced", "words", "max_retries", "seed"),
         render=render.documents_markdown,
     ),
     StageSpec(
@@ -115,9 +115,9 @@ STAGES: tuple[StageSpec, ...] = (
             theme_slug=spec.slug, worlds=up[world.STAGE], bottlenecks=up[bottlenecks.STAGE], plans=up[plans.STAGE],
             evidence=up[evidence.STAGE], distractors=up[distractors.STAGE], hard_negatives=up[hard_negatives.STAGE],
             options=probe_options(spec)),
-        params=lambda spec: _opts(spec, "max_documents", "token_budget", "max_bm25_f1", "max_adversary_f1", "alpha",
-                                  "seed"),
-        render=render.assembly_markdown, table=TableView(render.sample_rows, "PROBE samples and shortcut baselines",
+        params=lambda spec: _opts(spec, "max_documents", "token_budget", "hardening_rounds", "attack_alpha",
+                                  "max_attack_ratio", "alpha", "words", "max_retries", "seed"),
+        render=render.assembly_markdown, table=TableView(render.sample_rows, "PROBE samples and shortcut attacks",
                                                          in_terminal=True),
     ),
     StageSpec(
@@ -136,8 +136,12 @@ def summarize(contents: dict[str, dict[str, Any]]) -> FamilySummary:
     if samples:
         rows = render.sample_rows(samples)
         summary.tables.append(SummaryTable(
-            "PROBE shortcut gate (search F1 of surface baselines; the gate: BM25 and the adversary)",
+            "PROBE samples after the hardening loop (rounds of revision; the attacks closest to beating random)",
             tuple(rows[0]) if rows else ("sample",), [tuple(str(v) for v in r.values()) for r in rows]))
+        attacks = render.attack_rows(samples)
+        summary.tables.append(SummaryTable(
+            "PROBE shortcut attacks against random (mean search F1 or right-action rate over the kept samples)",
+            tuple(attacks[0]) if attacks else ("attack",), [tuple(str(v) for v in r.values()) for r in attacks]))
         tests = samples.get("two_sample_tests", [])
         summary.lines.append("PROBE two-sample tests (true positives vs others): " + ", ".join(
             f"{t['feature']} p={t['p_value']:.3f}" for t in tests))

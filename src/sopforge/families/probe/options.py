@@ -1,10 +1,11 @@
 """The probe section of a theme file: ``probe:`` (sizes, verification thresholds and seed).
 
-Defaults are much cheaper than the paper's set (Table 1, seeds/004 L102-108: about 79 documents
-and 108k tokens per sample, 24-27 actions). Every document here is generated *and* judged (the
-paper judges none), so each document costs two to three calls; 16 documents and 12,000 tokens per
-datastore keep a sample under about 40 calls while leaving room for evidence spread over several
-documents and a distractor pool ten times larger than the evidence. Raise them for a release.
+The defaults are the paper's scale (Table 1, seeds/004 L102-108): 24-27 actions, about 79
+documents and 96k-122k tokens per sample. Table 1's tokens imply about 1,360 tokens per document,
+longer than the word ranges T9 and T16 ask for, so the default word ranges are set to reach the
+table's totals. Every document is generated *and* judged (the paper judges none), and every
+sample must survive the shortcut attacks; docs/families/probe.md gives the calls and tokens this
+costs per sample. The demo theme keeps a small ``probe:`` section so ``make demo`` stays fast.
 """
 
 from __future__ import annotations
@@ -32,9 +33,9 @@ class PerDifficulty(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    easy: int = Field(ge=1, le=30)
-    medium: int = Field(ge=1, le=30)
-    hard: int = Field(ge=1, le=30)
+    easy: int = Field(ge=0, le=50)
+    medium: int = Field(ge=0, le=50)
+    hard: int = Field(ge=0, le=50)
 
     def of(self, difficulty: str) -> int:
         return int(getattr(self, difficulty))
@@ -49,35 +50,44 @@ class ProbeSpec(BaseModel):
     difficulties: list[Difficulty] = Field(default_factory=lambda: ["easy", "hard"], min_length=1,
                                            description="Difficulty of each persona, cycled over the personas; "
                                                        "every sample inherits its persona's difficulty.")
-    bottlenecks: PerDifficulty = Field(default_factory=lambda: PerDifficulty(easy=1, medium=2, hard=2),
-                                       description="Bottlenecks (= samples) per persona, by difficulty.")
-    actions: PerDifficulty = Field(default_factory=lambda: PerDifficulty(easy=6, medium=8, hard=10),
+    bottlenecks: PerDifficulty = Field(default_factory=lambda: PerDifficulty(easy=2, medium=3, hard=4),
+                                       description="Bottlenecks (= samples) per persona, by difficulty (the paper's "
+                                                   "code: 1-2, 2-4, 4-6).")
+    actions: PerDifficulty = Field(default_factory=lambda: PerDifficulty(easy=24, medium=25, hard=26),
                                    description="Actions per persona (T1 num_actions); the paper's set has 24-27.")
-    evidence_documents: PerDifficulty = Field(default_factory=lambda: PerDifficulty(easy=2, medium=2, hard=3),
-                                              description="True-positive documents per bottleneck (T8 num_documents).")
-    distractors: dict[str, int] = Field(default_factory=lambda: {"email": 3, "calendar": 2, "document": 2},
-                                        description="Bulk distractors per persona by kind (T14-T16 count).")
-    enhanced: PerDifficulty = Field(default_factory=lambda: PerDifficulty(easy=1, medium=1, hard=1),
-                                    description="Distractors rewritten harder (T18) per persona; easy personas get "
+    evidence_documents: PerDifficulty = Field(default_factory=lambda: PerDifficulty(easy=2, medium=3, hard=4),
+                                              description="True-positive documents per bottleneck (T8 num_documents; "
+                                                          "the paper's code: 1-2, 2-3, 3-6).")
+    distractors: dict[str, int] = Field(default_factory=lambda: {"email": 37, "calendar": 15, "document": 22},
+                                        description="Distractors per sample by kind (T14-T16), each sample its own "
+                                                    "(the paper's code mixes 50% e-mail, 20% calendar, 30% documents).")
+    distractor_batch: int = Field(4, ge=1, le=20, description="Distractors asked for in one call at most; fewer when "
+                                                              "their longest bodies would not fit the answer budget.")
+    enhanced: PerDifficulty = Field(default_factory=lambda: PerDifficulty(easy=0, medium=2, hard=4),
+                                    description="Distractors rewritten harder (T18) per sample; easy samples get "
                                                 "none whatever this says, as in the paper's code.")
-    hard_negatives: int = Field(1, ge=0, le=10, description="Hard negatives (T19-T23) per sample.")
+    hard_negatives: int = Field(2, ge=0, le=10, description="Hard negatives (T19-T23) per sample.")
     hard_negative_kinds: list[str] = Field(default_factory=lambda: list(HARD_NEGATIVE_KINDS),
                                            description="Manipulations to cycle through, from " + ", ".join(HARD_NEGATIVE_KINDS))
     words: dict[str, list[int]] = Field(
-        default_factory=lambda: {"email": [90, 300], "calendar": [50, 220], "document": [120, 400]},
-        description="[min, max] words per document kind (T9 asks 200-400 for emails, T16 400-800 for documents).")
-    max_documents: int = Field(16, ge=2, le=500, description="Documents per datastore at most (paper: about 79).")
-    token_budget: int = Field(12_000, ge=200, le=1_000_000,
-                              description="Approximate tokens per datastore at most (paper: about 108k).")
+        default_factory=lambda: {"email": [450, 1100], "calendar": [250, 700], "document": [1100, 2600]},
+        description="[min, max] words per document kind, the same for evidence and distractors (set to reach "
+                    "Table 1's tokens per sample; T9 asks 200-400 for e-mails, T16 400-800 for documents).")
+    max_documents: int = Field(81, ge=2, le=500, description="Documents per datastore at most (paper: 70-81).")
+    token_budget: int = Field(122_098, ge=200, le=1_000_000,
+                              description="Approximate tokens per datastore at most (paper: 96,294-122,098).")
     min_review_score: int = Field(7, ge=1, le=10, description="T13 quality score a true positive needs.")
-    max_bm25_f1: float = Field(0.5, ge=0, le=1, description="Shortcut gate: BM25 search F1 a sample may reach at most.")
-    max_adversary_f1: float = Field(0.5, ge=0, le=1, description="Shortcut gate: an adversary that picks the solver "
-                                                                "and exceeds this search F1 from surface artifacts "
-                                                                "solves the sample.")
+    hardening_rounds: int = Field(3, ge=0, le=10, description="Revision rounds for a sample a shortcut attack solves; "
+                                                              "a sample still solved after the last is dropped.")
+    attack_alpha: float = Field(0.05, gt=0, lt=1, description="A shortcut attack solves a sample when random guessing "
+                                                              "would do as well with probability below this.")
+    max_attack_ratio: float = Field(1.5, ge=1, description="An attack's mean search F1 over the kept samples may reach "
+                                                           "this multiple of random's (reported, and a warning beyond).")
     alpha: float = Field(0.05, gt=0, lt=1, description="Two-sample tests: below this p-value (Bonferroni over the "
                                                        "tests) true positives are separable from distractors.")
-    reference_date: date = Field(date(2026, 3, 2), description="'Today' in every persona's world: documents are "
-                                                              "dated around it and time shifts move away from it.")
+    reference_date: date = Field(date(2026, 3, 2), description="The day every persona's world is written as of "
+                                                              "('today'): e-mails and documents are dated before it, "
+                                                              "deadlines after it.")
     max_retries: int = Field(1, ge=0, le=5, description="Extra generation cycles for an item that fails verification.")
     seed: int = Field(0, description="Seed of every sampling, shuffling and id choice.")
 

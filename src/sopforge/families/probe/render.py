@@ -9,7 +9,7 @@ from typing import Any
 
 from sopforge.markdown import funnel_markdown, markdown_table
 
-__all__ = ["assembly_markdown", "bottlenecks_markdown", "documents_markdown", "package_markdown", "personas_markdown",
+__all__ = ["assembly_markdown", "attack_rows", "bottlenecks_markdown", "documents_markdown", "package_markdown", "personas_markdown",
            "plans_markdown", "sample_rows", "world_markdown"]
 
 
@@ -83,22 +83,34 @@ def documents_markdown(content: dict[str, Any]) -> str:
 
 
 def sample_rows(content: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per sample with its size and shortcut figures (table view, ``sopforge show``)."""
+    """One row per sample: its size, hardening rounds and the attacks that came closest (table view, ``show``)."""
     rows = []
     for s in content.get("samples", []):
-        f = s["shortcut"]
+        attacks = {a["name"]: a for a in s.get("attacks", [])}
+        closest = sorted(attacks.values(), key=lambda a: a["p_value"])[:2]
         rows.append({"sample": s["sample_id"], "difficulty": s["difficulty"], "type": s["bottleneck"]["type"],
                      "docs": len(s["datastore"]), "tokens": s["tokens"], "T": len(s["true_positives"]),
-                     "bm25 F1": f["bm25_f1"], "random F1": f["random_f1"], "longest F1": f["longest_f1"],
-                     "urgency F1": f["urgency_f1"], "names F1": f["names_f1"],
-                     "adversary F1": f.get("adversary_f1"), "adversary action": f.get("adversary_action_hit")})
+                     "actions": len(s["actions"]), "rounds": max(len(s.get("rounds", [])) - 1, 0),
+                     "random F1": attacks.get("recency", {}).get("random", ""),
+                     "closest attacks": "; ".join(f"{a['name']} p={a['p_value']:.3g}" for a in closest)})
     return rows
+
+
+def attack_rows(content: dict[str, Any]) -> list[dict[str, Any]]:
+    """The attack table over the kept samples: each attack's mean score beside random's."""
+    return [{"attack": r["attack"], "kind": r["kind"], "score": r["score"], "random": r["random"], "ratio": r["ratio"],
+             "set p": r["set_p_value"], "near random": "yes" if r["near_random"] else "NO"}
+            for r in content.get("attack_table", [])]
 
 
 def assembly_markdown(content: dict[str, Any]) -> str:
     tests = [{**t, "p_value": f"{t['p_value']:.4f}"} for t in content.get("two_sample_tests", [])]
     rows = sample_rows(content)
-    return ("# PROBE samples and the shortcut gate\n\n" + markdown_table(rows, list(rows[0]) if rows else ["sample"])
+    attacks = attack_rows(content)
+    return ("# PROBE samples, shortcut attacks and the hardening loop\n\n"
+            + markdown_table(rows, list(rows[0]) if rows else ["sample"])
+            + "\n## Attacks against random (search F1 or right-action rate, mean over the kept samples)\n\n"
+            + markdown_table(attacks, list(attacks[0]) if attacks else ["attack"])
             + "\n## Two-sample tests (true positives vs distractors and hard negatives)\n\n"
             + markdown_table(tests, ["feature", "p_value", "separable", "true_positives", "distractors"])
             + "\n" + funnel_markdown(content))

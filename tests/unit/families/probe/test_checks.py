@@ -11,7 +11,8 @@ from sopforge.families.probe.models.documents import Document, document_id, pars
 from sopforge.families.probe.stages.assembly import datastore
 from sopforge.families.probe.verify.bottleneck_checks import bottleneck_keywords, check_actions
 from sopforge.families.probe.verify.document_checks import check_document, identifiers
-from sopforge.families.probe.verify.shortcut import bm25_ranking, two_sample_tests
+from sopforge.families.probe.verify.attacks import bm25_scores
+from sopforge.families.probe.verify.shortcut import two_sample_tests
 from sopforge.parsing import ParseError
 from conftest import pharmacy_world
 
@@ -129,7 +130,8 @@ def test_a_document_without_its_headers_is_unreadable():
 
 def doc(text: str, role: str = "distractor", kind: str = "email") -> Document:
     parsed = parse_document(text, kind)
-    return Document(**parsed.model_dump(), id=document_id(text), role=role, persona_id="p1", origin="test")
+    return Document(**parsed.model_dump(), id=document_id(text, "p1-b1"), role=role, persona_id="p1", sample_id="p1-b1",
+                    origin="test")
 
 
 def test_a_datastore_over_the_token_budget_is_a_clear_error(options):
@@ -153,7 +155,8 @@ def test_datastores_respect_count_and_budget_and_keep_every_true_positive(option
 def test_bm25_finds_the_document_that_shares_the_query_words():
     docs = [doc(email(f"Unrelated note {i} about parking.")) for i in range(4)]
     target = doc(email("The renewal for the lisinopril refill is still pending with the prescriber."))
-    assert bm25_ranking("lisinopril renewal prescriber", docs + [target])[0] == target.id
+    scores = bm25_scores(["lisinopril renewal prescriber"], docs + [target])[0]
+    assert scores.argmax() == len(docs) and scores[:len(docs)].max() == 0
 
 
 def test_two_sample_tests_catch_evidence_that_is_longer_than_everything_else():

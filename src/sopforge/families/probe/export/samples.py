@@ -4,12 +4,12 @@ Layout (docs/families/probe.md, "Exports"):
 - ``samples/<sample id>.json``: ``agent_input`` (world model with its available actions, the
   datastore as {id, type, text}, never a label) and ``ground_truth`` (the bottleneck with its type
   and urgency, the true-positive ids, the hard negatives with what was changed, the solver and its
-  expected parameters, the T7 checklist) plus the sample's shortcut figures;
+  expected parameters, the T7 checklist) plus every shortcut attack on it and its hardening rounds;
 - ``samples.jsonl`` and ``samples.parquet``: the same, one sample per line or row (nested values as
   JSON text in Parquet);
 - ``metadata.json``: Table 1's statistics (tokens, actions, documents per sample: min, max, mean,
   std) beside the paper's, the difficulty and bottleneck-type split, the funnel of every stage, the
-  shortcut gate's figures and the run's provenance.
+  attack table against random and the run's provenance.
 Every file is written to a temporary name and renamed, so a reader never sees half a file.
 """
 
@@ -41,7 +41,7 @@ PAPER_TABLE_1 = {
 
 
 def sample_record(sample: Sample, documents: dict[str, Any]) -> dict[str, Any]:
-    """One sample as exported: what the agent gets, the ground truth, and the shortcut figures."""
+    """One sample as exported: what the agent gets, the ground truth, the attacks and the hardening rounds."""
     world = sample.world_model.model_dump(mode="json")
     world["persona"].pop("difficulty", None)
     world["available_actions"] = [a.for_agent() for a in sample.actions]
@@ -54,8 +54,9 @@ def sample_record(sample: Sample, documents: dict[str, Any]) -> dict[str, Any]:
             "action": sample.solver_id, "expected_parameters": sample.expected_parameters,
             "hard_negatives": hard, "checklist": sample.checklist.model_dump(mode="json")},
         "stats": {"documents": len(sample.datastore), "tokens": sample.tokens, "actions": len(sample.actions),
-                  "true_positives": len(sample.true_positives)},
-        "shortcut": sample.shortcut.model_dump(mode="json"),
+                  "true_positives": len(sample.true_positives), "hardening_rounds": max(len(sample.rounds) - 1, 0)},
+        "attacks": [a.model_dump(mode="json") for a in sample.attacks],
+        "hardening": [r.model_dump(mode="json") for r in sample.rounds],
     }
 
 
@@ -115,7 +116,7 @@ def write_export(folder: Path, sample_set: SampleSet, metadata: dict[str, Any]) 
         "tokens": r["stats"]["tokens"], "actions": r["stats"]["actions"],
         "agent_input": json.dumps(r["agent_input"], ensure_ascii=False),
         "ground_truth": json.dumps(r["ground_truth"], ensure_ascii=False),
-        "shortcut": json.dumps(r["shortcut"], ensure_ascii=False)} for r in records])
+        "attacks": json.dumps(r["attacks"], ensure_ascii=False)} for r in records])
     parquet = _atomic(folder / "samples.parquet", lambda p: pq.write_table(table, p))
     meta = _atomic(folder / "metadata.json", lambda p: p.write_text(_json(metadata), "utf-8"))
     return {"sample_files": [str(f) for f in files], "samples_jsonl": str(jsonl), "samples_parquet": str(parquet),

@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
+from sopforge.families.probe.models.verdicts import PersonaAdversaryAnswer
 from sopforge.funnel import DroppedItem, FunnelRow
 
 __all__ = ["ACTION_TYPES", "BOTTLENECK_TYPES", "URGENCIES", "Action", "ActionList", "Bottleneck", "BottleneckList",
@@ -103,6 +104,8 @@ class PersonaBottlenecks(BaseModel):
     verdicts: dict[str, SolverVerdict] = Field(default_factory=dict,
                                                description="Bottleneck index (as text) -> the solver judge's verdict.")
     kept: list[int] = Field(default_factory=list, description="1-based indices of bottlenecks that become samples.")
+    persona_adversary: PersonaAdversaryAnswer | None = Field(
+        None, description="The persona-only adversary's guess on the final action space (world model and actions only).")
 
     def solver(self, index: int) -> Action:
         return next(a for a in self.actions if a.solves_bottleneck == index)

@@ -60,13 +60,13 @@ class ParsedDocument(BaseModel):
 class Document(ParsedDocument):
     """A generated document with its place in the pipeline (never shown to an agent besides id/text)."""
 
-    id: str = Field(description="Opaque id, 'd' + 8 hex of the text's sha256: identical format for every role.")
+    id: str = Field(description="Opaque id, 'd' + 8 hex of the sha256 of its sample and text: identical format for "
+                                "every role, different in every sample.")
     role: Literal["true_positive", "distractor", "hard_negative"]
     persona_id: str
-    sample_id: str | None = Field(None, description="The sample it belongs to (true positives, hard negatives); "
-                                                    "None for a persona's shared distractors.")
+    sample_id: str = Field(description="The sample whose datastore holds it: every document belongs to one sample.")
     origin: str = Field(description="How it was made: evidence/<kind>, bulk/<kind>, enhanced, natural, "
-                                    "hard_negative/<manipulation>.")
+                                    "hard_negative/<manipulation>, camouflage, revised.")
     note: str = Field("", description="Evidence role (true positives), or what a rewrite started from.")
     changed: list[dict[str, str]] = Field(default_factory=list, description="Hard negatives: what was changed from "
                                                                             "the source evidence, one {what, original, "
@@ -76,8 +76,10 @@ class Document(ParsedDocument):
         return {"id": self.id, "type": self.kind, "text": self.text}
 
 
-def document_id(text: str) -> str:
-    return "d" + hashlib.sha256(text.strip().encode("utf-8")).hexdigest()[:8]
+def document_id(text: str, sample_id: str) -> str:
+    """'d' + 8 hex of the sample and the text: the same format for every role, and fresh in every sample, so
+    ids never tell which documents two datastores share."""
+    return "d" + hashlib.sha256(f"{sample_id}\n{text.strip()}".encode("utf-8")).hexdigest()[:8]
 
 
 def parse_document(text: str, kind: str) -> ParsedDocument:

@@ -6,7 +6,7 @@ sop_tools hardening stages, so every verification a document passed or failed is
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -16,8 +16,8 @@ from sopforge.families.probe.models.verdicts import ConveysVerdict, EvidenceRevi
 from sopforge.families.probe.models.world import WorldModel
 from sopforge.funnel import DroppedItem, FunnelRow
 
-__all__ = ["Checklist", "DocumentSet", "EvidencePlanEntry", "EvidenceSet", "PlanSet", "ProbeManifest", "Sample",
-           "SampleSet", "SamplePlan", "ShortcutFigures", "Sufficiency", "TwoSampleTest"]
+__all__ = ["AttackResult", "Checklist", "DocumentSet", "EvidencePlanEntry", "EvidenceSet", "HardeningRound", "PlanSet",
+           "ProbeManifest", "Sample", "SampleSet", "SamplePlan", "Sufficiency", "TwoSampleTest"]
 
 
 class SearchStep(BaseModel):
@@ -121,19 +121,30 @@ class TwoSampleTest(BaseModel):
     distractors: float = Field(description="Mean of the feature over distractors and hard negatives.")
 
 
-class ShortcutFigures(BaseModel):
-    """What the shortcut baselines achieve on one sample (search F1 against the true positives)."""
+class AttackResult(BaseModel):
+    """One shortcut attack on one sample, beside random guessing (verify/attacks.py)."""
 
-    bm25_f1: float
-    random_f1: float = Field(description="Expected F1 of |T| documents drawn at random.")
-    longest_f1: float
-    urgency_f1: float
-    names_f1: float
-    action_overlap_hit: bool = Field(description="Whether the action with most lexical overlap with the datastore "
-                                                 "is the solver.")
-    adversary_f1: float | None = None
-    adversary_action_hit: bool | None = None
-    adversary_reasoning: str = ""
+    name: str = Field(description="bm25_task, tfidf_per_action, recency, near_duplicate, cross_sample, "
+                                  "title_adversary, persona_adversary, action_overlap...")
+    kind: Literal["search", "action"] = Field(description="search: it returns |T| documents; action: one action.")
+    picked: list[str] = Field(description="Document ids it returned (search) or the action it chose (action).")
+    hits: int = Field(description="True positives among the picked documents, or 1 when the action is the solver.")
+    f1: float | None = Field(None, description="Search F1 of the picked documents (search attacks).")
+    random: float = Field(description="Random guessing's expected search F1 (|T|/|D|) or chance of the right "
+                                      "action (1/|A|).")
+    p_value: float = Field(description="Probability that random guessing does at least as well on this sample.")
+    solved: bool = Field(description="p_value below probe.attack_alpha: the attack beats chance on this sample.")
+    set_level: bool = Field(False, description="The attack beats chance over the whole set and scored on this sample, "
+                                               "so the sample is revised too.")
+    detail: str = Field("", description="Why it picked what it did (an adversary's reasoning, the matched words).")
+
+
+class HardeningRound(BaseModel):
+    """One round of a sample in the hardening loop: what solved it and what was revised."""
+
+    round: int = Field(description="0 for the first assembly, then 1, 2, ... after each revision.")
+    solved_by: list[str] = Field(default_factory=list, description="Attacks that solved the sample in this round.")
+    revised: list[str] = Field(default_factory=list, description="What the revision after this round changed.")
 
 
 class Sample(BaseModel):
@@ -153,7 +164,8 @@ class Sample(BaseModel):
     true_positives: list[str]
     hard_negatives: list[str]
     tokens: int
-    shortcut: ShortcutFigures
+    attacks: list[AttackResult] = Field(description="Every shortcut attack on the final datastore.")
+    rounds: list[HardeningRound] = Field(default_factory=list, description="The hardening loop's history.")
 
 
 class SampleSet(BaseModel):
@@ -161,6 +173,9 @@ class SampleSet(BaseModel):
 
     samples: list[Sample]
     documents: dict[str, Document] = Field(description="Every document any datastore holds, by id.")
+    attack_table: list[dict[str, Any]] = Field(default_factory=list, description="Per attack over the kept samples: "
+                                                                                "mean F1 or hit rate beside random's, "
+                                                                                "their ratio and the set's p-value.")
     two_sample_tests: list[TwoSampleTest] = Field(default_factory=list)
     funnel: list[FunnelRow] = Field(default_factory=list)
     drops: list[DroppedItem] = Field(default_factory=list)

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["AdversaryAnswer", "ConveysVerdict", "EvidenceReview", "IdentificationVerdict", "JudgedAnswer",
+__all__ = ["AdversaryAnswer", "PersonaAdversaryAnswer", "ConveysVerdict", "EvidenceReview", "IdentificationVerdict", "JudgedAnswer",
            "ParameterVerdict", "IDENTIFICATION_SCORES", "PARAMETER_SCORES"]
 
 IDENTIFICATION_SCORES = {"CORRECT": 1.0, "PARTIALLY_CORRECT": 0.5, "INCORRECT": 0.0}
@@ -103,6 +103,13 @@ class AdversaryAnswer(BaseModel):
     documents: list[str] = Field(description="Document ids it believes are the evidence.")
     action: str = Field(description="The action id it believes resolves the hidden bottleneck.")
     reasoning: str = Field("", description="Which surface pattern it used.")
+
+
+class PersonaAdversaryAnswer(BaseModel):
+    """The persona-only adversary's guess from the world model and actions alone (ours; paper L100, L112)."""
+
+    action: str = Field(description="The action id it believes resolves the hidden bottleneck.")
+    reasoning: str = Field("", description="Which pattern it used.")
 
 
 class JudgedAnswer(BaseModel):

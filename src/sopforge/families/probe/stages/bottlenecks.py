@@ -1,12 +1,15 @@
 """Stage 'probe_bottlenecks': bottlenecks (T6) and the action space (T1) of each persona, solvers proven unique.
 
 Per persona: one T6 batch (``probe/bottlenecks``), one T1 answer (``probe/actions``) checked by
-code (exactly one solver per bottleneck, no bottleneck keyword in any action), then one solver
-judge per bottleneck (``probe/solver_judge``): given only the bottleneck and the action list, it
-must pick the labelled solver and no other action. When a judge disagrees, T1 is asked again
-with the judge's reasons (a new cycle, up to ``max_retries``); a bottleneck whose solver is
-still not unique is dropped (no sample is built for it) and counted in the funnel. Its action
-stays in the list as a plausible non-solver, as the paper's other-bottleneck solvers do.
+code (exactly one solver per bottleneck, no distinctive bottleneck word in any action), then one
+solver judge per bottleneck (``probe/solver_judge``): given only the bottleneck and the action
+list, it must pick the labelled solver and no other action. Then the persona-only adversary
+(``probe/persona_adversary``) guesses the resolving action from the world model and the actions
+alone; a guess that is a bottleneck's solver where random guessing (1/|A|) would be right less
+often than ``probe.attack_alpha`` gives that bottleneck away. When a judge disagrees or the
+adversary beats chance, T1 is asked again with the reasons (a new cycle, up to ``max_retries``); a
+bottleneck still failing is dropped (no sample is built for it) and counted in the funnel. Its
+action stays in the list as a plausible non-solver, as the paper's other-bottleneck solvers do.
 
 This is the family's review gate: a reviewer sees every bottleneck beside its solver. Pure.
 """
@@ -24,16 +27,16 @@ from sopforge.families.probe.models.bottlenecks import (
 from sopforge.families.probe.models.world import WorldModel, WorldSet, parse_json_block
 from sopforge.families.probe.options import ProbeSpec
 from sopforge.families.probe.verify.bottleneck_checks import check_actions, check_bottlenecks
-from sopforge.families.probe.verify.judges import SOLVER_TEMPLATE, ask_solver
+from sopforge.families.probe.verify.judges import PERSONA_ADVERSARY_TEMPLATE, SOLVER_TEMPLATE, ask_persona_adversary, ask_solver
 from sopforge.funnel import Funnel
 from sopforge.llm.types import LLMClient
 from sopforge.prompts import PromptRegistry
 from sopforge.settings import Settings
 
-__all__ = ["STAGE", "TEMPLATE_IDS", "BottlenecksInputs", "run"]
+__all__ = ["STAGE", "TEMPLATE_IDS", "BottlenecksInputs", "persona_leaks", "run", "solver_failures"]
 
 STAGE = "probe_bottlenecks"
-TEMPLATE_IDS = ("probe/bottlenecks", "probe/actions", SOLVER_TEMPLATE)
+TEMPLATE_IDS = ("probe/bottlenecks", "probe/actions", SOLVER_TEMPLATE, PERSONA_ADVERSARY_TEMPLATE)
 
 
 class BottlenecksInputs(BaseModel):
@@ -49,14 +52,25 @@ def solver_failures(persona: PersonaBottlenecks) -> dict[int, str]:
         verdict = persona.verdicts.get(str(index))
         solver = persona.solver(index).id
         if verdict is None:
-            failures[index] = "no verdict"
+            failures[index] = "solver not unique: no verdict"
         elif verdict.resolving_action != solver:
-            failures[index] = (f"the judge says {verdict.resolving_action} resolves bottleneck {index}, not {solver}: "
-                               f"{verdict.reason}")
+            failures[index] = (f"solver not unique: the judge says {verdict.resolving_action} resolves bottleneck "
+                               f"{index}, not {solver}: {verdict.reason}")
         elif [a for a in verdict.also_resolving if a != solver]:
-            failures[index] = (f"actions {verdict.also_resolving} would also resolve bottleneck {index}: "
-                               f"{verdict.reason}")
+            failures[index] = (f"solver not unique: actions {verdict.also_resolving} would also resolve bottleneck "
+                               f"{index}: {verdict.reason}")
     return failures
+
+
+def persona_leaks(persona: PersonaBottlenecks, alpha: float) -> dict[int, str]:
+    """Bottleneck index -> why the persona-only adversary's guess gives its solver away (none when random guessing
+    among the |A| actions would pick it often enough: 1/|A| at least ``alpha``)."""
+    guess = persona.persona_adversary
+    if guess is None or 1 / len(persona.actions) >= alpha:
+        return {}
+    return {i: (f"the action can be read off the world model and the action list: an adversary that sees no document "
+                f"picks {guess.action}, its solver (chance {1 / len(persona.actions):.3f}): {guess.reasoning}")
+            for i in range(1, len(persona.bottlenecks) + 1) if persona.solver(i).id == guess.action}
 
 
 def _persona(asker: Asker, world: WorldModel, options: ProbeSpec, funnel: Funnel) -> PersonaBottlenecks:
@@ -78,6 +92,9 @@ def _persona(asker: Asker, world: WorldModel, options: ProbeSpec, funnel: Funnel
             verdict: SolverVerdict = ask_solver(asker, f"{p.id}-b{index}-solver-c{cycle}", world, actions, b.description)
             persona.verdicts[str(index)] = verdict
         failures = solver_failures(persona)
+        persona.persona_adversary = ask_persona_adversary(asker, f"{p.id}-persona-adversary-c{cycle}", world, actions)
+        for index, reason in persona_leaks(persona, options.attack_alpha).items():
+            failures.setdefault(index, reason)
         if not failures or cycle == options.max_retries + 1:
             break
         reasons = "; ".join(failures.values())
@@ -85,7 +102,7 @@ def _persona(asker: Asker, world: WorldModel, options: ProbeSpec, funnel: Funnel
     for index, b in enumerate(bottlenecks, 1):
         funnel.item("bottleneck", b.type, f"{p.id}-b{index}", verified=index not in failures,
                     kept=index not in failures, retried=cycle > 1,
-                    reason=f"solver not unique: {failures.get(index, '')}")
+                    reason=failures.get(index, ""))
     return persona
 
 
@@ -104,10 +121,12 @@ def run(inputs: BottlenecksInputs, *, llm: LLMClient, settings: Settings, model:
     kept = len(artifact.samples())
     if not kept:
         reasons = "; ".join(d.reason for d in funnel.drops)
-        raise failed_with_answers(f"{STAGE}: no bottleneck has a unique solver ({reasons}); regenerate with "
-                                  "feedback or change the model", [], asker.raw_texts)
+        raise failed_with_answers(f"{STAGE}: no bottleneck has a unique solver that stays hidden ({reasons}); "
+                                  "regenerate with feedback or change the model", [], asker.raw_texts)
     total = sum(len(p.bottlenecks) for p in personas)
     return asker.result(artifact, [check(f"{STAGE}.solvers_unique", kept == total,
                                          f"{total - kept} of {total} bottlenecks dropped: their solver is not unique "
-                                         "(reasons in drops)", ok=f"all {total} bottlenecks kept: each has a unique solver",
+                                         "or the world model gives it away (reasons in drops)",
+                                         ok=f"all {total} bottlenecks kept: each has a unique solver that the world "
+                                            "model and action list do not give away",
                                          severity="warning", kept=kept, total=total)])

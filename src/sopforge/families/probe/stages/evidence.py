@@ -9,7 +9,8 @@ document that fails is regenerated with the reasons, then dropped.
 Per sample, sufficiency (the paper assumes it): a reader who sees only the kept true positives
 writes the bottleneck (``probe/evidence_reader``) and T24 (``probe/judge_identification``) must
 find every essential detail correct. A sample with no kept evidence ("a bottleneck without
-evidence") or insufficient evidence is dropped and counted. Pure.
+evidence"), evidence that does not state every date, identifier and amount of the expected
+parameters, or insufficient evidence is dropped and counted. Pure.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from sopforge.families.probe.models.sets import EvidenceSet, JudgedDocument, Pla
 from sopforge.families.probe.models.verdicts import EvidenceReview
 from sopforge.families.probe.models.world import WorldModel, WorldSet, parse_json_block
 from sopforge.families.probe.options import ProbeSpec
-from sopforge.families.probe.stages.verified import document_parser, verify_in_cycles
+from sopforge.families.probe.stages.verified import date_window, document_parser, verify_in_cycles
+from sopforge.families.probe.verify.values import carried, expected_values, missing_values, values_check
 from sopforge.families.probe.verify.judges import CONVEYS_TEMPLATE, IDENTIFICATION_TEMPLATE, ask_identification
 from sopforge.funnel import Funnel
 from sopforge.llm.types import LLMClient
@@ -62,17 +64,23 @@ def _sample(asker: Asker, world: WorldModel, persona: PersonaBottlenecks, plan: 
               "other_bottlenecks": numbered(persona.others(index))}
     kept: list[JudgedDocument] = []
     last_reason = ""
+    values = expected_values(plan.checklist.task_selection_step.parameters)
     for j, entry in enumerate(plan.plan, 1):
         kind, low_high = entry.document_type, tuple(options.words[entry.document_type])
         item = f"{sid}-tp{j}"
-        parse = document_parser(kind, world, words=low_high, bottlenecks=persona.bottlenecks, own=index)
+        mine = [v for v in values if carried(v, entry.key_information)]
+        parse = document_parser(kind, world, words=low_high, bottlenecks=persona.bottlenecks, own=index,
+                                extra=lambda doc, mine=mine: [values_check(doc, mine)])
+        first_day, last_day = date_window(kind, world.today)
 
         def generate(cycle: int, reasons: str | None, entry=entry, item=item, parse=parse, kind=kind,
-                     low_high=low_high) -> ParsedDocument:
+                     low_high=low_high, mine=mine, first_day=first_day, last_day=last_day) -> ParsedDocument:
             return asker.ask(f"{item}-c{cycle}", EVIDENCE, {
                 **shared, "document_type": kind, "evidence_role": entry.evidence_role,
                 "key_information": entry.key_information, "sender_or_creator": entry.sender_or_creator,
-                "min_words": str(low_high[0]), "max_words": str(low_high[1])}, parse, retry_reasons=reasons)
+                "min_words": str(low_high[0]), "max_words": str(low_high[1]), "date_from": first_day,
+                "date_to": last_day, "required_values": ", ".join(v.written for v in mine) or "none"},
+                parse, retry_reasons=reasons)
 
         def review(doc: ParsedDocument, cycle: int, item=item) -> tuple[EvidenceReview, str]:
             got = asker.ask(f"{item}-c{cycle}-review", REVIEW, {**shared, "evidence_content": doc.text},
@@ -91,7 +99,7 @@ def _sample(asker: Asker, world: WorldModel, persona: PersonaBottlenecks, plan: 
         if outcome.document is None:
             last_reason = outcome.reason
             continue
-        doc = Document(**outcome.document.model_dump(), id=document_id(outcome.document.text), role="true_positive",
+        doc = Document(**outcome.document.model_dump(), id=document_id(outcome.document.text, sid), role="true_positive",
                        persona_id=persona.persona_id, sample_id=sid, origin=f"evidence/{kind}",
                        note=entry.evidence_role)
         kept.append(JudgedDocument(document=doc, conveys=outcome.conveys, review=outcome.review))
@@ -118,6 +126,14 @@ def run(inputs: EvidenceInputs, *, llm: LLMClient, settings: Settings, model: st
         if not docs:
             funnel.item("sample", persona.difficulty, sid, verified=False, kept=False,
                         reason=f"bottleneck without evidence: every planned document was dropped ({reason})")
+            continue
+        unread = missing_values(expected_values(plan.checklist.task_selection_step.parameters),
+                                [d.document.text for d in docs])
+        if unread:
+            funnel.item("sample", persona.difficulty, sid, verified=False, kept=False,
+                        reason="the expected parameters hold values no kept true positive states, so no agent "
+                               "could fill them in: " + ", ".join(v.describe() for v in unread)
+                               + (f" (a planned document was dropped: {reason})" if reason else ""))
             continue
         reader = asker.ask(f"{sid}-reader", READER, {
             "world_model": world.to_prompt_text(), "evidence": evidence_text([d.document for d in docs])},

@@ -9,8 +9,11 @@ positives (seeded choice) by one manipulation, cycled from ``probe.hard_negative
 - ``counterfactual`` (T19 e-mail, T23 other kinds): a clearly hypothetical what-if.
 The parameters are chosen by code and recorded with the model's own list of changes. Each hard
 negative is checked for its manipulation (the swapped person appears and the original does not;
-the date lies in the shifted period; hypothetical wording) and judged by the blind f(d) judge,
-which must find it evidence of no bottleneck. Failures are regenerated, then dropped. Pure.
+the date lies in the shifted period; hypothetical wording), for closure cues (no "nothing is needed
+from you", "resolved", "CLOSED": what tells it apart must be its facts, or it hands an agent a
+shortcut), for being rewritten rather than copied (at most a quarter of its five-word runs taken
+from the source), and judged by the blind f(d) judge, which must find it evidence of no
+bottleneck. Failures are regenerated, then dropped. Pure.
 """
 
 from __future__ import annotations
@@ -38,11 +41,20 @@ from sopforge.parsing import ParseError, extract_tag
 from sopforge.prompts import PromptRegistry
 from sopforge.settings import Settings
 
-__all__ = ["STAGE", "TEMPLATE_IDS", "HardNegativesInputs", "Manipulation", "plan_manipulation", "run"]
+__all__ = ["CLOSURE_CUES", "STAGE", "TEMPLATE_IDS", "HardNegativesInputs", "Manipulation", "copied_share",
+           "plan_manipulation", "run"]
 
 STAGE = "probe_hard_negatives"
 TEMPLATE = "probe/hard_negative"
 TEMPLATE_IDS = (TEMPLATE, CONVEYS_TEMPLATE)
+# Sentences that tell a reader the item needs nothing: an agent that learns them skips the hard negatives
+# without reading what they are about (the demo's near-copies said "nothing is needed from you").
+CLOSURE_CUES = re.compile(
+    r"\b(no (further )?action (is )?(needed|required)|nothing (else )?(is )?(needed|required)|no need to|"
+    r"(has|have) been (resolved|closed|completed|settled|cleared)|(is|are|was|were) now (resolved|closed|settled)|"
+    r"already (been )?(handled|resolved|taken care of|done|sorted|closed)|closed out|all set|for your records|"
+    r"just (an )?fyi|no longer (needed|an issue|blocking|pending)|(issue|matter|case|ticket|item) (is )?(closed|resolved))\b"
+    r"|\[(closed|resolved|done)\]|\b(CLOSED|RESOLVED)\b", re.IGNORECASE)
 _HYPOTHETICAL = re.compile(r"\b(what if|if we had|had we|would have|hypothetical(ly)?|counterfactual|"
                            r"in hindsight|imagine)\b", re.IGNORECASE)
 
@@ -84,8 +96,9 @@ def plan_manipulation(kind: str, source: Document, world: WorldModel, persona: P
             kind=kind, source=source, swap_surname=_surname(swap.name), original_surname=_surname(original),
             details=(f"Swap the people: every part {original} plays goes to {swap.name} ({swap.role}), and {original} "
                      f"does not appear at all. Swap the item: the case, order, document or system it is about becomes "
-                     f"a different, routine one of the persona's work that you choose (new identifiers), in a realistic "
-                     f"but unrelated context where nothing is blocked."),
+                     f"a different one of the persona's work that you choose (new identifiers), in a realistic but "
+                     f"unrelated context: ordinary work in progress that the facts show is on track, never a "
+                     f"sentence saying nothing is needed."),
             changed=[{"what": "person", "original": original, "replacement": swap.name}])
     if kind == "time_shift":
         today = date.fromisoformat(world.today)
@@ -93,10 +106,11 @@ def plan_manipulation(kind: str, source: Document, world: WorldModel, persona: P
         end = today - timedelta(days=330)
         return Manipulation(
             kind=kind, source=source, period=(start.isoformat(), end.isoformat()),
-            details=(f"Move it in time: the actual timeframe is the weeks around {world.today}; write about a similar "
-                     f"situation between {start.isoformat()} and {end.isoformat()}, dated in that period, already "
-                     f"resolved and closed. Similar topics, different period: it could be confused with the current "
-                     f"problem only by someone who does not read the dates."),
+            details=(f"Move it in time: the actual timeframe is the weeks before {world.today}; write about a similar "
+                     f"situation between {start.isoformat()} and {end.isoformat()}, dated in that period and written "
+                     f"as of its own date (what was pending then reads as pending). Similar topics, a different "
+                     f"period: only its dates show it is not the current problem, so it could be confused with it "
+                     f"by someone who does not read them."),
             changed=[{"what": "timeframe", "original": f"around {world.today}",
                       "replacement": f"{start.isoformat()} to {end.isoformat()}"}])
     if kind == "template_clone":
@@ -112,10 +126,36 @@ def plan_manipulation(kind: str, source: Document, world: WorldModel, persona: P
     return Manipulation(
         kind="counterfactual", source=source,
         details=(f"Write a counterfactual: {sender} and {recipient} discuss what might have happened if a different "
-                 "decision had been made on a past, already settled matter of the same kind (e.g. 'if we had chosen "
+                 "decision had been made on a past decision of the same kind (e.g. 'if we had chosen "
                  "vendor B instead of vendor A...'). Make it clearly hypothetical, with lessons learned from the path "
                  "not chosen, and give no evidence of any current problem."),
         changed=[{"what": "modality", "original": "a current situation", "replacement": "a hypothetical what-if"}])
+
+
+def _shingles(text: str, n: int = 5) -> set[tuple[str, ...]]:
+    words = re.findall(r"\w+", text.lower())
+    return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
+
+
+def copied_share(doc: str, source: str) -> float:
+    """Share of ``doc``'s five-word runs that also occur in ``source`` (0 when it has none)."""
+    mine = _shingles(doc)
+    return len(mine & _shingles(source)) / len(mine) if mine else 0.0
+
+
+def _common_checks(doc: ParsedDocument, m: Manipulation) -> list[CheckResult]:
+    cues = sorted({c.group(0) for c in CLOSURE_CUES.finditer(doc.text)})
+    share = copied_share(doc.body, m.source.body)
+    return [
+        check("probe_hard_negative.no_closure_cue", not cues,
+              f"a hard negative must not announce that it needs nothing ({', '.join(repr(c) for c in cues)}): let "
+              "its facts (another person, another period, a what-if) show it, or an agent learns to skip it unread",
+              ok="no sentence announces that the hard negative needs nothing"),
+        check("probe_hard_negative.rewritten", share <= 0.25,
+              f"{share:.0%} of the hard negative's five-word runs are copied from its source: rewrite it in your own "
+              "words (at most 25%), keeping only its kind, shape and topic",
+              ok=f"{share:.0%} of its five-word runs come from the source (at most 25%)", copied=round(share, 3)),
+    ]
 
 
 def _manipulation_checks(doc: ParsedDocument, m: Manipulation) -> list[CheckResult]:
@@ -176,7 +216,7 @@ def run(inputs: HardNegativesInputs, *, llm: LLMClient, settings: Settings, mode
                 reported["changes"] = _changes(raw)
                 checks = check_document(doc, world, words=words, bottlenecks=persona.bottlenecks, own=None,
                                         max_days=420 if m.kind == "time_shift" else 200, name="probe_hard_negative")
-                return doc, checks + _manipulation_checks(doc, m)
+                return doc, checks + _manipulation_checks(doc, m) + _common_checks(doc, m)
 
             def generate(cycle: int, reasons: str | None, m=m, item=item, words=words, parse=parse) -> ParsedDocument:
                 return asker.ask(f"{item}-c{cycle}", TEMPLATE, {
@@ -189,7 +229,7 @@ def run(inputs: HardNegativesInputs, *, llm: LLMClient, settings: Settings, mode
             funnel.item("hard_negative", m.kind, item, verified=outcome.document is not None,
                         kept=outcome.document is not None, retried=outcome.retried, reason=outcome.reason)
             if outcome.document is not None:
-                doc = Document(**outcome.document.model_dump(), id=document_id(outcome.document.text),
+                doc = Document(**outcome.document.model_dump(), id=document_id(outcome.document.text, sid),
                                role="hard_negative", persona_id=persona_id, sample_id=sid,
                                origin=f"hard_negative/{m.kind}", note=f"derived from {m.source.id}",
                                changed=m.changed + reported.get("changes", []))

@@ -2,7 +2,7 @@
 
 Everything goes under ``<exports>/<run id>/probe/`` (see :mod:`sopforge.families.probe.export.samples`):
 one JSON per sample, ``samples.jsonl``, ``samples.parquet`` and ``metadata.json`` with Table 1's
-statistics beside the paper's, the funnel of every PROBE stage and the shortcut gate's figures.
+statistics beside the paper's, the funnel of every PROBE stage and the attack table against random.
 The exported sample files are read back and checked: no label field leaks into ``agent_input``,
 and every true positive is in its datastore.
 """
@@ -45,8 +45,10 @@ def run(inputs: PackageInputs, **_: object) -> StageResult[ProbeManifest]:
     metadata = {
         "benchmark": f"{inputs.theme_slug}/probe", "run_id": inputs.run_id, "theme": inputs.theme,
         "table_1": stats, "paper_table_1": PAPER_TABLE_1,
-        "shortcut_gate": {
-            "per_sample": {s.sample_id: s.shortcut.model_dump(mode="json") for s in inputs.samples.samples},
+        "shortcut_attacks": {
+            "against_random": inputs.samples.attack_table,
+            "per_sample": {s.sample_id: [a.model_dump(mode="json") for a in s.attacks] for s in inputs.samples.samples},
+            "hardening": {s.sample_id: [r.model_dump(mode="json") for r in s.rounds] for s in inputs.samples.samples},
             "two_sample_tests": [t.model_dump(mode="json") for t in inputs.samples.two_sample_tests]},
         "funnel": inputs.funnels, "drops": inputs.drops, "provenance": inputs.provenance,
     }

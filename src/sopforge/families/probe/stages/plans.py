@@ -4,7 +4,8 @@ The ground-truth action a* is T1's solves_bottleneck label (proven unique by the
 never an LLM's choice; the checklist prompt is told a* and must fill exactly its required
 parameters, which become the expected parameters T25 compares an agent's with. The evidence plan
 spreads the bottleneck over ``evidence_documents`` documents of mixed types, each covering a
-different aspect. Pure.
+different aspect, and places every date, identifier and amount of the expected parameters in the
+key information of a document, so the evidence carries what an agent must fill in. Pure.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from sopforge.families.probe.models.world import WorldSet, parse_json_block
 from sopforge.families.probe.options import ProbeSpec
 from sopforge.families.probe.verify.judges import actions_text
 from sopforge.families.probe.verify.plan_checks import check_checklist, check_plan
+from sopforge.families.probe.verify.values import expected_values
 from sopforge.llm.types import LLMClient
 from sopforge.prompts import PromptRegistry
 from sopforge.settings import Settings
@@ -51,10 +53,13 @@ def run(inputs: PlansInputs, *, llm: LLMClient, settings: Settings, model: str, 
             "solver_action": actions_text([solver])},
             lambda raw: (c := parse_json_block(raw, "checklist", Checklist), check_checklist(c, solver)))
         n = inputs.options.evidence_documents.of(persona.difficulty)
+        values = expected_values(checklist.task_selection_step.parameters)
         plan = asker.ask(f"{sid}-plan", TEMPLATE_IDS[1], {
-            **shared, "other_bottlenecks": numbered(persona.others(index)), "num_documents": str(n)},
+            **shared, "other_bottlenecks": numbered(persona.others(index)), "num_documents": str(n),
+            "required_values": "\n".join(f"- {v.written} ({v.kind}, parameter {v.parameter})" for v in values)
+            or "- none"},
             lambda raw: (p := parse_json_block(raw, "evidence_plan", EvidencePlan),
-                         check_plan(p.evidence_distribution, world, n))).evidence_distribution
+                         check_plan(p.evidence_distribution, world, n, values))).evidence_distribution
         samples.append(SamplePlan(sample_id=sid, persona_id=persona.persona_id, bottleneck_index=index,
                                   checklist=checklist, plan=plan))
     return asker.result(PlanSet(samples=samples))

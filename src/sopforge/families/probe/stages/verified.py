@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import date, timedelta
 
 from sopforge.checks import CheckResult
 from sopforge.errors import ValidationFailed
@@ -23,7 +24,25 @@ from sopforge.families.probe.verify.document_checks import check_document
 from sopforge.families.probe.verify.judges import ask_conveys
 from sopforge.parsing import one_line
 
-__all__ = ["Outcome", "document_parser", "verify_in_cycles"]
+__all__ = ["Outcome", "date_window", "document_parser", "documents_per_ask", "verify_in_cycles"]
+
+# The days before "today" an e-mail or document of the datastore is dated in, and the days around it
+# a calendar event is: the same for evidence and distractors, so a date says nothing about a role.
+_WINDOW = {"email": (-21, -1), "document": (-21, -1), "calendar": (-14, 21)}
+
+
+def date_window(kind: str, today: str) -> tuple[str, str]:
+    """(first, last) ISO day a document of ``kind`` is dated in, for a world written as of ``today``."""
+    start, end = _WINDOW[kind]
+    day = date.fromisoformat(today)
+    return (day + timedelta(days=start)).isoformat(), (day + timedelta(days=end)).isoformat()
+
+
+def documents_per_ask(max_words: int, max_tokens: int, cap: int) -> int:
+    """How many documents of at most ``max_words`` fit one answer of ``max_tokens`` (with a quarter kept
+    for headers, tags and the model's own slack), at most ``cap`` and at least one."""
+    per_document = int(max_words * 1.4) + 120
+    return max(1, min(cap, int(max_tokens * 0.75) // per_document))
 
 
 @dataclass

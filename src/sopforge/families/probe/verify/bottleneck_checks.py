@@ -23,13 +23,13 @@ from sopforge.families.probe.models.world import WorldModel
 from sopforge.families.probe.verify.dates import check_as_of, mentioned_dates
 from sopforge.families.probe.verify.document_checks import identifiers
 
-__all__ = ["bottleneck_keywords", "check_actions", "check_bottlenecks", "content_words", "keyword_hits",
+__all__ = ["STOP_WORDS", "bottleneck_keywords", "check_actions", "check_bottlenecks", "content_words", "keyword_hits",
            "world_vocabulary"]
 
 _MONTHS_DAYS = {m.lower() for m in (
     "January February March April May June July August September October November December Monday Tuesday "
     "Wednesday Thursday Friday Saturday Sunday Jan Feb Mar Apr Jun Jul Aug Sep Sept Oct Nov Dec").split()}
-_STOP = {"a", "an", "and", "are", "as", "at", "be", "because", "been", "but", "by", "for", "from", "has", "have",
+STOP_WORDS = {"a", "an", "and", "are", "as", "at", "be", "because", "been", "but", "by", "for", "from", "has", "have",
          "he", "her", "his", "in", "into", "is", "it", "its", "not", "of", "on", "or", "she", "so", "that", "the",
          "their", "them", "they", "this", "to", "was", "were", "which", "who", "will", "with", "without", "yet",
          "until", "before", "after", "still", "only", "any", "all", "no", "than", "then", "there", "these", "those",
@@ -39,7 +39,7 @@ _SENTENCE_END = re.compile(r"[.!?](?:\s|$)")
 
 def content_words(text: str) -> set[str]:
     """Lower-case words of three letters or more, stop words removed (lexical overlap)."""
-    return {w for w in re.findall(r"[a-z][a-z'-]{2,}", text.lower()) if w not in _STOP}
+    return {w for w in re.findall(r"[a-z][a-z'-]{2,}", text.lower()) if w not in STOP_WORDS}
 
 
 def world_vocabulary(world: WorldModel) -> Counter[str]:
@@ -79,7 +79,7 @@ def bottleneck_keywords(bottleneck: Bottleneck, world: WorldModel) -> set[str]:
         tokens = re.findall(r"[A-Za-z][A-Za-z'-]*", sentence)
         for token in tokens[1:]:
             word = token.lower().removesuffix("'s")
-            if token[0].isupper() and word not in _MONTHS_DAYS and word not in _STOP and not everyday[word]:
+            if token[0].isupper() and word not in _MONTHS_DAYS and word not in STOP_WORDS and not everyday[word]:
                 words.add(word)
     return {w for w in words if len(w) > 1}
 

@@ -12,16 +12,20 @@ from typing import Any
 from sopforge.families.probe.asker import Asker, numbered
 from sopforge.families.probe.models.bottlenecks import Action, SolverVerdict
 from sopforge.families.probe.models.documents import ParsedDocument
+from sopforge.families.probe.models.documents import Document
 from sopforge.families.probe.models.verdicts import (
-    ConveysVerdict, IdentificationVerdict, ParameterVerdict,
+    AdversaryAnswer, ConveysVerdict, IdentificationVerdict, ParameterVerdict, PersonaAdversaryAnswer,
 )
 from sopforge.families.probe.models.world import WorldModel, parse_json_block
 from sopforge.parsing import ParseError
 
-__all__ = ["CONVEYS_TEMPLATE", "IDENTIFICATION_TEMPLATE", "PARAMETERS_TEMPLATE", "SOLVER_TEMPLATE", "actions_text",
-           "ask_conveys", "ask_identification", "ask_parameters", "ask_solver"]
+__all__ = ["CONVEYS_TEMPLATE", "IDENTIFICATION_TEMPLATE", "PARAMETERS_TEMPLATE", "PERSONA_ADVERSARY_TEMPLATE",
+           "SOLVER_TEMPLATE", "TITLE_ADVERSARY_TEMPLATE", "actions_text", "ask_conveys", "ask_identification",
+           "ask_parameters", "ask_persona_adversary", "ask_solver", "ask_title_adversary", "surface_view"]
 
 CONVEYS_TEMPLATE = "probe/conveys_judge"
+TITLE_ADVERSARY_TEMPLATE = "probe/adversary"
+PERSONA_ADVERSARY_TEMPLATE = "probe/persona_adversary"
 SOLVER_TEMPLATE = "probe/solver_judge"
 IDENTIFICATION_TEMPLATE = "probe/judge_identification"
 PARAMETERS_TEMPLATE = "probe/judge_parameters"
@@ -90,3 +94,41 @@ def ask_parameters(asker: Asker, item: str, world: WorldModel, bottleneck: str, 
         "expected_parameters": json.dumps(expected, indent=2, ensure_ascii=False)},
         lambda raw: (parse_json_block(raw, "verdict", ParameterVerdict), []), keep_checks=False)
     return verdict, asker.last_raw
+
+
+def surface_view(docs: list[Document]) -> str:
+    """What the title adversary sees: type, title, sender, date and length of each document; never the body."""
+    return "\n".join(f"- {d.id} | {d.kind} | {d.title} | {d.sender} | {d.date} | {d.tokens} tokens" for d in docs)
+
+
+def ask_title_adversary(asker: Asker, item: str, world: WorldModel, actions: list[Action], docs: list[Document],
+                        num_true: int) -> AdversaryAnswer:
+    """The surface-only adversary: |T| documents and an action from titles, senders, dates, lengths and action ids."""
+    ids, action_ids = {d.id for d in docs}, {a.id for a in actions}
+
+    def parse(raw: str) -> tuple[AdversaryAnswer, list]:
+        answer = parse_json_block(raw, "verdict", AdversaryAnswer)
+        unknown = [i for i in answer.documents if i not in ids] + ([answer.action] if answer.action not in action_ids
+                                                                    else [])
+        if unknown:
+            raise ParseError(f"unknown id(s) {unknown}: answer with document and action ids from the lists")
+        return answer, []
+
+    return asker.ask(item, TITLE_ADVERSARY_TEMPLATE, {
+        "persona": f"{world.persona.name} ({world.persona.occupation}, {world.org.company_name})",
+        "actions": "\n".join(f"- {a.id} ({a.type})" for a in actions), "documents": surface_view(docs),
+        "num_true": str(num_true)}, parse, keep_checks=False)
+
+
+def ask_persona_adversary(asker: Asker, item: str, world: WorldModel, actions: list[Action]) -> PersonaAdversaryAnswer:
+    """The persona-only adversary: the resolving action guessed from the world model and the actions alone."""
+    action_ids = {a.id for a in actions}
+
+    def parse(raw: str) -> tuple[PersonaAdversaryAnswer, list]:
+        answer = parse_json_block(raw, "verdict", PersonaAdversaryAnswer)
+        if answer.action not in action_ids:
+            raise ParseError(f"unknown action id {answer.action!r}: answer with an id from the list")
+        return answer, []
+
+    return asker.ask(item, PERSONA_ADVERSARY_TEMPLATE, {"world_model": world.to_prompt_text(),
+                                                        "actions": actions_text(actions)}, parse, keep_checks=False)

@@ -6,6 +6,7 @@ from sopforge.checks import CheckResult, check
 from sopforge.families.probe.models.bottlenecks import Action
 from sopforge.families.probe.models.sets import Checklist, EvidencePlanEntry
 from sopforge.families.probe.models.world import WorldModel
+from sopforge.families.probe.verify.values import ExpectedValue, missing_values
 
 __all__ = ["check_checklist", "check_plan"]
 
@@ -30,12 +31,15 @@ def check_checklist(checklist: Checklist, solver: Action) -> list[CheckResult]:
     ]
 
 
-def check_plan(plan: list[EvidencePlanEntry], world: WorldModel, expected: int) -> list[CheckResult]:
-    """T8: the requested count, distinct roles, mixed sources, creators from the world model."""
+def check_plan(plan: list[EvidencePlanEntry], world: WorldModel, expected: int,
+               values: list[ExpectedValue] = ()) -> list[CheckResult]:
+    """T8: the requested count, distinct roles, mixed sources, creators from the world model, and every date,
+    identifier and amount of the expected parameters planned into some document's key information."""
     people = {p.lower() for p in world.people()}
     strangers = [e.sender_or_creator for e in plan if e.sender_or_creator.lower() not in people]
     roles = [e.evidence_role.lower().strip() for e in plan]
     kinds = {e.document_type for e in plan}
+    unplanned = missing_values(list(values), [e.key_information for e in plan])
     return [
         check("probe_plans.plan_count", len(plan) == expected,
               f"plan exactly {expected} documents, got {len(plan)}", ok=f"{len(plan)} documents planned, as asked",
@@ -50,4 +54,10 @@ def check_plan(plan: list[EvidencePlanEntry], world: WorldModel, expected: int) 
         check("probe_plans.known_creators", not strangers,
               f"sender_or_creator must be the persona or a relationship, by full name: {strangers}",
               ok=f"each of the {len(plan)} documents is by the persona or a relationship"),
+        check("probe_plans.values_planned", not unplanned,
+              "the agent must find every date, identifier and amount of the expected parameters in the evidence; "
+              "put each, written exactly, in the key_information of the document that will carry it: missing "
+              + ", ".join(v.describe() for v in unplanned),
+              ok=f"each of the {len(values)} dates, identifiers and amounts of the expected parameters is planned "
+                 "into a document" if values else "the expected parameters hold no date, identifier or amount"),
     ]

@@ -1,88 +1,29 @@
-"""The shortcut gate: PROBE's adversarial artifact filtering (L100, L112), made systematic and deterministic.
+"""Two-sample tests of surface features: are the true positives, as a group, separable from the rest?
 
-The paper let a GPT-5 adversary look for exploitable patterns in a few samples per round until
-none could be solved from artifacts alone. Here every sample is measured against baselines that
-use no understanding at all, and the whole set is tested for surface differences:
-
-- **lexical retrieval**: BM25 (the maintained ``bm25s`` package) queried with the world model and
-  the action descriptions, the information an agent gets before reading anything, returns |T|
-  documents; its F1 against the true positives must not exceed ``probe.max_bm25_f1``;
-- **other baselines** (reported, not gated): the |T| longest documents, the |T| with most urgency
-  words, the |T| naming most people of the world model, and the action sharing most words with the
-  datastore; random retrieval's expected F1 is |T|/|D|;
-- **two-sample tests** over all unique documents: true positives against distractors and hard
-  negatives, by length (Mann-Whitney U), by type (a permutation test of total variation distance)
-  and by formatting (lines, paragraphs, bullet lines, digits, capitalised words per 100 tokens).
-  A p-value under ``alpha`` divided by the number of tests (Bonferroni) means the two groups are
-  separable by that feature alone.
+The per-sample shortcut attacks live in :mod:`sopforge.families.probe.verify.attacks`. This module
+tests the whole set over all unique documents: true positives against distractors and hard
+negatives, by length (Mann-Whitney U), by type (a permutation test of total variation distance)
+and by formatting (lines, paragraphs, bullet lines, digits, capitalised words and urgency words per
+100 tokens). A p-value under ``alpha`` divided by the number of tests (Bonferroni) means the two
+groups are separable by that feature alone; the assembly stage reports it as a warning.
 """
 
 from __future__ import annotations
 
 import re
-from collections import Counter
 
 import numpy as np
 
-from sopforge.families.probe.models.bottlenecks import Action
 from sopforge.families.probe.models.documents import Document
 from sopforge.families.probe.models.sets import TwoSampleTest
-from sopforge.families.probe.models.world import WorldModel
-from sopforge.families.probe.verify.bottleneck_checks import content_words
-from sopforge.families.probe.verify.scoring import search_scores
+from sopforge.families.probe.verify.attacks import URGENCY_WORDS
 
-__all__ = ["URGENCY_WORDS", "bm25_ranking", "format_features", "random_f1", "shortcut_baselines", "two_sample_tests"]
-
-URGENCY_WORDS = ("urgent", "asap", "immediately", "deadline", "overdue", "blocked", "blocking", "critical", "escalat",
-                 "priority", "delay", "pending", "waiting", "risk", "today", "tomorrow", "eod", "action needed")
-
-
-def bm25_ranking(query: str, documents: list[Document]) -> list[str]:
-    """Document ids from best to worst BM25 match of ``query`` (English stop words removed)."""
-    import bm25s  # imported here: only the assembly stage needs it, and the family is imported by every CLI call
-
-    retriever = bm25s.BM25()
-    retriever.index(bm25s.tokenize([d.text for d in documents], stopwords="en", show_progress=False),
-                    show_progress=False)
-    tokens = bm25s.tokenize([query], stopwords="en", show_progress=False, return_ids=False)
-    if not tokens[0]:
-        return [d.id for d in documents]
-    order, _scores = retriever.retrieve(tokens, k=len(documents), show_progress=False)
-    return [documents[int(i)].id for i in order[0]]
-
-
-def random_f1(n_true: int, n_docs: int) -> float:
-    """Expected F1 of retrieving |T| documents uniformly at random: precision = recall = |T|/|D|."""
-    return round(n_true / n_docs, 4) if n_docs else 0.0
-
-
-def _top(documents: list[Document], key, k: int) -> list[str]:
-    return [d.id for d in sorted(documents, key=lambda d: (-key(d), d.id))[:k]]
+__all__ = ["format_features", "two_sample_tests"]
 
 
 def _urgency(doc: Document) -> float:
     text = doc.text.lower()
     return sum(text.count(w) for w in URGENCY_WORDS)
-
-
-def shortcut_baselines(world: WorldModel, actions: list[Action], documents: list[Document], true_ids: list[str],
-                       solver_id: str) -> dict[str, float | bool]:
-    """Every deterministic baseline's result on one sample (F1 against ``true_ids``)."""
-    k = len(true_ids)
-    query = world.to_prompt_text() + "\n" + "\n".join(f"{a.id.replace('_', ' ')} {a.description}" for a in actions)
-    people = [p.split()[-1].lower() for p in world.people()]
-    figures: dict[str, float | bool] = {
-        "bm25_f1": search_scores(bm25_ranking(query, documents)[:k], true_ids)["f1"],
-        "random_f1": random_f1(k, len(documents)),
-        "longest_f1": search_scores(_top(documents, lambda d: d.tokens, k), true_ids)["f1"],
-        "urgency_f1": search_scores(_top(documents, _urgency, k), true_ids)["f1"],
-        "names_f1": search_scores(_top(documents, lambda d: sum(d.text.lower().count(p) for p in people), k),
-                                  true_ids)["f1"],
-    }
-    store_words = Counter(w for d in documents for w in content_words(d.text))
-    overlap = {a.id: sum(store_words[w] for w in content_words(a.description)) for a in actions}
-    figures["action_overlap_hit"] = max(sorted(overlap), key=lambda i: overlap[i]) == solver_id
-    return figures
 
 
 def format_features(doc: Document) -> dict[str, float]:
