@@ -70,7 +70,7 @@ class ProbeSpec(BaseModel):
     hard_negative_kinds: list[str] = Field(default_factory=lambda: list(HARD_NEGATIVE_KINDS),
                                            description="Manipulations to cycle through, from " + ", ".join(HARD_NEGATIVE_KINDS))
     words: dict[str, list[int]] = Field(
-        default_factory=lambda: {"email": [450, 1100], "calendar": [250, 700], "document": [1100, 2600]},
+        default_factory=lambda: {"email": [500, 1200], "calendar": [300, 800], "document": [1200, 2800]},
         description="[min, max] words per document kind, the same for evidence and distractors (set to reach "
                     "Table 1's tokens per sample; T9 asks 200-400 for e-mails, T16 400-800 for documents).")
     max_documents: int = Field(81, ge=2, le=500, description="Documents per datastore at most (paper: 70-81).")

@@ -134,44 +134,5 @@ def pharmacy_world(**changes) -> WorldModel:
     return world.model_copy(update=changes)
 
 
-def synthetic_chain(context: BusinessContext, options: ProbeSpec, settings: Settings, overrides: dict | None = None,
-                    until: str = "probe_assembly", synthetic=None) -> tuple[dict, ScriptedProvider]:
-    """Every PROBE stage up to ``until`` run on the synthetic model (tests/unit/families/probe/synthetic.py), a new
-    one with ``overrides`` unless ``synthetic`` is given."""
-    from sopforge.families.probe.stages import assembly, bottlenecks, distractors, evidence, hard_negatives, plans
-    from synthetic import SyntheticProbe
 
-    provider = ScriptedProvider(synthetic or SyntheticProbe(overrides))
-    llm = Gateway(provider, ledger=None, settings=settings, sleep=lambda _s: None)
-    common = {"llm": llm, "settings": settings, "model": "m", "temperature": 0}
-    out: dict = {}
-    difficulties = [options.difficulty_of(i) for i in range(options.personas)]
-    as_of = options.reference_date.isoformat()
-    steps = [
-        ("probe_personas", lambda: personas_stage.run(personas_stage.PersonasInputs(
-            theme_slug=SLUG, context=context, difficulties=difficulties, as_of=as_of), **common)),
-        ("probe_world", lambda: world_stage.run(world_stage.WorldInputs(
-            theme_slug=SLUG, context=context, personas=out["probe_personas"], today=as_of), **common)),
-        ("probe_bottlenecks", lambda: bottlenecks.run(bottlenecks.BottlenecksInputs(
-            theme_slug=SLUG, worlds=out["probe_world"], options=options), **common)),
-        ("probe_plans", lambda: plans.run(plans.PlansInputs(
-            theme_slug=SLUG, worlds=out["probe_world"], bottlenecks=out["probe_bottlenecks"], options=options), **common)),
-        ("probe_distractors", lambda: distractors.run(distractors.DistractorsInputs(
-            theme_slug=SLUG, worlds=out["probe_world"], bottlenecks=out["probe_bottlenecks"], options=options), **common)),
-        ("probe_evidence", lambda: evidence.run(evidence.EvidenceInputs(
-            theme_slug=SLUG, worlds=out["probe_world"], bottlenecks=out["probe_bottlenecks"], plans=out["probe_plans"],
-            options=options), **common)),
-        ("probe_hard_negatives", lambda: hard_negatives.run(hard_negatives.HardNegativesInputs(
-            theme_slug=SLUG, worlds=out["probe_world"], bottlenecks=out["probe_bottlenecks"],
-            evidence=out["probe_evidence"], options=options), **common)),
-        ("probe_assembly", lambda: assembly.run(assembly.AssemblyInputs(
-            theme_slug=SLUG, worlds=out["probe_world"], bottlenecks=out["probe_bottlenecks"], plans=out["probe_plans"],
-            evidence=out["probe_evidence"], distractors=out["probe_distractors"],
-            hard_negatives=out["probe_hard_negatives"], options=options), **common)),
-    ]
-    for name, step in steps:
-        result = step()
-        out[name], out[f"{name}:checks"] = result.artifact, result.checks
-        if name == until:
-            break
-    return out, provider
+from synthetic import synthetic_chain  # noqa: E402  (re-exported for the tests)

@@ -21,7 +21,7 @@ from datetime import date, timedelta
 
 from sopforge.llm.types import LLMRequest
 
-__all__ = ["SyntheticProbe"]
+__all__ = ["SyntheticProbe", "synthetic_chain"]
 
 _WORDS = ("schedule review inventory shelf count delivery order invoice batch label counter staff shift training "
           "policy update report meeting agenda notes follow summary budget vendor contract audit quality process "
@@ -44,6 +44,29 @@ def _block(prompt: str, tag: str) -> str:
     return found[0] if found else ""
 
 
+def _sentences(rng: random.Random, n: int) -> str:
+    """``n`` words in sentences of eight to fourteen, with a comma now and then (prose, not a word list)."""
+    out, left = [], max(n, 1)
+    while left > 0:
+        length = min(left, rng.randint(8, 14))
+        words = [rng.choice(_WORDS) for _ in range(length)]
+        if length > 9:
+            words[4] += ","
+        out.append(" ".join(words).capitalize() + ".")
+        left -= length
+    return " ".join(out)
+
+
+def _own_case(prompt: str) -> str:
+    """The case of the bottleneck an evidence prompt (or an evidence revision) is about; "" for other items."""
+    if "Item type: " in prompt:
+        return re.search(r"BOTTLENECK:\n.*?(CASE-\d+)", prompt, re.S).group(1)
+    if "It is evidence of bottleneck" in prompt:
+        found = re.search(r"CASE-\d+", _block(prompt, "document"))
+        return found.group(0) if found else ""
+    return ""
+
+
 class _World:
     """The parts of a rendered world model the answers need."""
 
@@ -59,21 +82,34 @@ class _World:
 class SyntheticProbe:
     """``respond(request) -> text`` for every PROBE template; ``overrides`` maps an item to a fixed answer."""
 
-    def __init__(self, overrides: dict[str, str | Callable[[str], str]] | None = None):
+    def __init__(self, overrides: dict[str, str | Callable[[str], str]] | None = None, context_answer: str = ""):
         self.overrides = overrides if overrides is not None else {}
+        self.context_answer = context_answer
         self.answers: dict[str, str] = {}  # item -> the answer given (the last attempt's)
 
     def __call__(self, request: LLMRequest) -> str:
-        stage, item = request.call_key.split("/")[1:3]
-        prompt = request.messages[0].content
+        return self.answer(request.messages[0].content, request.call_key)
+
+    def wire(self, body: dict, protocol: str) -> str:
+        """The same answers for the fake two-protocol server (``FakeLLMServer(responder=...)``): no call key on
+        the wire, so answers are seeded by the prompt, and the business context gets ``context_answer``."""
+        first = next(m for m in body["messages"] if m["role"] == "user")["content"]
+        prompt = first if isinstance(first, str) else "".join(part.get("text", "") for part in first)
+        if "<business_theme>" in prompt and self.context_answer:
+            return self.context_answer
+        return self.answer(prompt, hashlib.sha256(prompt.encode()).hexdigest())
+
+    def answer(self, prompt: str, key: str) -> str:
+        """The answer to ``prompt``; ``key`` (a call key, or the prompt's hash) seeds it and names the item."""
+        item = key.split("/")[2] if key.count("/") >= 3 else key
         if item in self.overrides:
             fixed = self.overrides[item]
             answer = fixed(prompt) if callable(fixed) else fixed
         else:
-            rng = _rng(request.call_key)
+            rng = _rng(key)
             route = next((answer for marker, answer in self._routes() if marker in prompt), None)
             if route is None:
-                raise AssertionError(f"the synthetic model does not know the prompt of {request.call_key}")
+                raise AssertionError(f"the synthetic model does not know the prompt of {key}: {prompt[:120]!r}")
             answer = route(prompt, item, rng)
         self.answers[item] = answer
         return answer
@@ -199,8 +235,9 @@ class SyntheticProbe:
                '"search_queries": ["form"], "mentions_other_bottlenecks": false}</review>'
 
     def conveys(self, prompt: str, item: str, rng: random.Random) -> str:
-        own = re.match(r"p\d+-b(\d+)-(?:r\d+-)?tp\d+", item)
-        return f'<verdict>{{"evidence_of": [{own.group(1) if own else ""}], "reason": "by role"}}</verdict>'
+        # Evidence names its bottleneck's case (CASE-4101 for bottleneck 1); nothing else does.
+        own = re.search(r"CASE-41(\d\d)", _block(prompt, "item"))
+        return f'<verdict>{{"evidence_of": [{int(own.group(1)) if own else ""}], "reason": "by its case"}}</verdict>'
 
     def reader(self, prompt: str, item: str, rng: random.Random) -> str:
         return "<bottleneck>The form was not returned, so the batch cannot close.</bottleneck>"
@@ -243,8 +280,10 @@ class SyntheticProbe:
         stated = f" Reference values: {values.group(1)}." if values and values.group(1) != "none" else \
             f" Reference values: {when}, REF-{rng.randint(1000, 9999)}."
         name, email = next(((n, e) for n, e in world.people if n == person), rng.choice(world.people))
-        words = " ".join(rng.choice(_WORDS) for _ in range((low + high) // 2 - len(stated.split()) - 8))
-        body = f"Hello team, {words}.{stated} {extra} Thanks, {name}"
+        case = _own_case(prompt)
+        about = f" This concerns {case}." if case and case not in stated else ""
+        body = f"Hello team, {_sentences(rng, (low + high) // 2 - len(stated.split()) - 11)}{stated}{about} {extra} " \
+               f"Thanks, {name}"
         title = " ".join(rng.choice(_WORDS) for _ in range(4)).capitalize()
         if kind == "email":
             return (f"From: {name} <{email}>\nTo: {world.persona} <{world.persona_email}>\nCC:\nSubject: {title}\n"
@@ -253,3 +292,50 @@ class SyntheticProbe:
             return (f"Title: {title}\nDate: {when}\nTime: 10:00-10:30\nDuration: 30 minutes\nLocation: Room 2\n"
                     f"Organizer: {name} <{email}>\nAttendees: {world.persona} (required)\nDescription:\n{body}")
         return f"Title: {title}\nAuthor: {name}\nDate: {when}\nType: report\nRecipients: Operations team\n\n{body}"
+
+
+def synthetic_chain(context, options, settings, overrides: dict | None = None, until: str = "probe_assembly",
+                    synthetic: SyntheticProbe | None = None, slug: str = "pharmacy_refills"):
+    """Every PROBE stage up to ``until`` run on the synthetic model (tests/unit/families/probe/synthetic.py), a new
+    one with ``overrides`` unless ``synthetic`` is given."""
+    from sopforge.families.probe.stages import assembly, bottlenecks, distractors, evidence, hard_negatives, plans
+    from sopforge.families.probe.stages import personas as personas_stage
+    from sopforge.families.probe.stages import world as world_stage
+
+    from sopforge.llm.gateway import Gateway
+    from sopforge.llm.providers.scripted import ScriptedProvider
+
+    provider = ScriptedProvider(synthetic or SyntheticProbe(overrides))
+    llm = Gateway(provider, ledger=None, settings=settings, sleep=lambda _s: None)
+    common = {"llm": llm, "settings": settings, "model": "m", "temperature": 0}
+    out: dict = {}
+    difficulties = [options.difficulty_of(i) for i in range(options.personas)]
+    as_of = options.reference_date.isoformat()
+    steps = [
+        ("probe_personas", lambda: personas_stage.run(personas_stage.PersonasInputs(
+            theme_slug=slug, context=context, difficulties=difficulties, as_of=as_of), **common)),
+        ("probe_world", lambda: world_stage.run(world_stage.WorldInputs(
+            theme_slug=slug, context=context, personas=out["probe_personas"], today=as_of), **common)),
+        ("probe_bottlenecks", lambda: bottlenecks.run(bottlenecks.BottlenecksInputs(
+            theme_slug=slug, worlds=out["probe_world"], options=options), **common)),
+        ("probe_plans", lambda: plans.run(plans.PlansInputs(
+            theme_slug=slug, worlds=out["probe_world"], bottlenecks=out["probe_bottlenecks"], options=options), **common)),
+        ("probe_distractors", lambda: distractors.run(distractors.DistractorsInputs(
+            theme_slug=slug, worlds=out["probe_world"], bottlenecks=out["probe_bottlenecks"], options=options), **common)),
+        ("probe_evidence", lambda: evidence.run(evidence.EvidenceInputs(
+            theme_slug=slug, worlds=out["probe_world"], bottlenecks=out["probe_bottlenecks"], plans=out["probe_plans"],
+            options=options), **common)),
+        ("probe_hard_negatives", lambda: hard_negatives.run(hard_negatives.HardNegativesInputs(
+            theme_slug=slug, worlds=out["probe_world"], bottlenecks=out["probe_bottlenecks"],
+            evidence=out["probe_evidence"], options=options), **common)),
+        ("probe_assembly", lambda: assembly.run(assembly.AssemblyInputs(
+            theme_slug=slug, worlds=out["probe_world"], bottlenecks=out["probe_bottlenecks"], plans=out["probe_plans"],
+            evidence=out["probe_evidence"], distractors=out["probe_distractors"],
+            hard_negatives=out["probe_hard_negatives"], options=options), **common)),
+    ]
+    for name, step in steps:
+        result = step()
+        out[name], out[f"{name}:checks"] = result.artifact, result.checks
+        if name == until:
+            break
+    return out, provider

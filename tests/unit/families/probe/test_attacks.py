@@ -119,3 +119,15 @@ def test_cross_sample_finds_the_documents_a_sibling_sample_lacks():
 def test_the_action_the_datastore_talks_about_most_is_picked():
     docs = noise("s", 10, 10) + [email("s", "roster roster shift roster coverage roster week " * 5)]
     assert action_attacks(ACTIONS, docs)["action_overlap"][0] == "task_1"
+
+
+def test_an_attack_that_scores_documents_alike_is_a_coin_toss_not_a_shortcut():
+    """Ties at the cut are broken by id: the same coin for every attack. Before this, five attacks that scored
+    nothing "solved" a synthetic sample at once because the evidence had the lowest ids."""
+    flat = {f"d{i}": 0.0 for i in range(10)}
+    tied = search_result("x", flat, ["d0", "d1"], 10, 0.05)
+    assert tied.hits == 2 and tied.f1 == 1.0 and tied.p_value == 1.0 and not tied.solved
+    one_sure = search_result("x", {**flat, "d0": 3.0}, ["d0", "d1"], 10, 0.05)
+    assert one_sure.p_value == pytest.approx(float(stats.hypergeom.sf(0, 10, 2, 1)), abs=1e-6)  # 0.2: d1 was a toss
+    both_sure = search_result("x", {**flat, "d0": 3.0, "d1": 2.0}, ["d0", "d1"], 10, 0.05)
+    assert both_sure.solved and both_sure.p_value == pytest.approx(1 / 45, abs=1e-6)

@@ -210,7 +210,7 @@ def test_a_sample_whose_kept_evidence_lacks_an_expected_value_is_dropped(context
     artifact = out["probe_evidence"]
     assert artifact.samples == ["p1-b1", "p2-b2"]
     reason = next(d.reason for d in artifact.drops if d.item == "p2-b1")
-    assert "no kept true positive states" in reason and "CASE-4101" in reason
+    assert "no kept true positive states" in reason and "2026-03-09 (date, parameter due_date)" in reason
 
 
 def test_a_hard_negative_that_announces_it_needs_nothing_is_regenerated(context, small, settings):

@@ -96,8 +96,8 @@ def _attack(asker: Asker, state: SampleState, siblings: list[Document], rnd: int
     """Every attack on the sample's current datastore (``state.results``); returns the asker of its adversary call."""
     child, docs, alpha = asker.child(), state.docs, options.attack_alpha
     true_ids = [d.id for d in state.tps]
-    results = [search_result(name, ranking, true_ids, len(docs), alpha)
-               for name, ranking in search_attacks(state.world, state.persona.actions, docs, siblings).items()]
+    results = [search_result(name, scores, true_ids, len(docs), alpha)
+               for name, scores in search_attacks(state.world, state.persona.actions, docs, siblings).items()]
     results += [_action_result(name, picked, state, alpha, why)
                 for name, (picked, why) in action_attacks(state.persona.actions, docs).items()]
     guess = ask_title_adversary(child, f"{state.sid}-adversary-r{rnd}", state.world, state.persona.actions, docs,

@@ -5,7 +5,8 @@ them alone. Here every sample meets a fixed battery of attacks that read no mean
 documents, plus two LLM adversaries (``verify/judges.py``), and each result is compared with what
 random guessing achieves on the same sample:
 
-- **search attacks** rank the datastore and keep the top |T|: BM25 and TF-IDF queried with the
+- **search attacks** score the datastore and keep the top |T| (documents tied at the cut are a coin
+  toss and count for nothing): BM25 and TF-IDF queried with the
   task statement, the persona (the world model), all actions together, and each action alone (a
   document's best score over the actions); recency (newest first); near-duplicate (documents with
   the most similar other document first: a near-copy hard negative points at its evidence);
@@ -108,36 +109,34 @@ def cosine_similarities(left: list[Document], right: list[Document]) -> np.ndarr
     return matrix[:len(left)] @ matrix[len(left):].T
 
 
-def _ranked(documents: list[Document], score: Callable[[int], float]) -> list[str]:
-    order = sorted(range(len(documents)), key=lambda i: (-score(i), documents[i].id))
-    return [documents[i].id for i in order]
-
-
 def search_attacks(world: WorldModel, actions: list[Action], documents: list[Document],
-                   siblings: list[Document]) -> dict[str, list[str]]:
-    """Attack name -> its ranking of the datastore (best guess first). ``siblings``: the documents of the
-    persona's other samples (cross-sample attack; skipped when there are none)."""
+                   siblings: list[Document]) -> dict[str, dict[str, float]]:
+    """Attack name -> its score of every document (higher: more likely evidence). ``siblings``: the documents of
+    the persona's other samples (cross-sample attack; skipped when there are none)."""
     persona = world.to_prompt_text()
     every_action = "\n".join(f"{a.id.replace('_', ' ')} {a.description}" for a in actions)
     queries = [TASK_STATEMENT, persona, every_action] + [f"{a.id.replace('_', ' ')} {a.description}" for a in actions]
-    rankings: dict[str, list[str]] = {}
+    ids = [d.id for d in documents]
+
+    def scored(values) -> dict[str, float]:
+        return {i: round(float(v), 9) for i, v in zip(ids, values)}
+
+    attacks: dict[str, dict[str, float]] = {}
     for method, scores in (("bm25", bm25_scores(queries, documents)), ("tfidf", tfidf_scores(queries, documents))):
         for row, name in enumerate(("task", "persona", "actions")):
-            rankings[f"{method}_{name}"] = _ranked(documents, lambda i, row=row: float(scores[row, i]))
-        best = scores[3:].max(axis=0) if len(actions) else np.zeros(len(documents))
-        rankings[f"{method}_per_action"] = _ranked(documents, lambda i: float(best[i]))
-    rankings["recency"] = _ranked(documents, lambda i: float(documents[i].date.replace("-", "")))
+            attacks[f"{method}_{name}"] = scored(scores[row])
+        attacks[f"{method}_per_action"] = scored(scores[3:].max(axis=0) if len(actions) else np.zeros(len(ids)))
+    attacks["recency"] = scored(float(d.date.replace("-", "")) for d in documents)
     similar = cosine_similarities(documents, documents)
     np.fill_diagonal(similar, -1)
-    rankings["near_duplicate"] = _ranked(documents, lambda i: float(similar[i].max()) if len(documents) > 1 else 0.0)
+    attacks["near_duplicate"] = scored(similar.max(axis=1) if len(documents) > 1 else np.zeros(len(ids)))
     if siblings:
-        across = cosine_similarities(documents, siblings)
-        rankings["cross_sample"] = _ranked(documents, lambda i: -float(across[i].max()))
+        attacks["cross_sample"] = scored(-cosine_similarities(documents, siblings).max(axis=1))
     people = [p.split()[-1].lower() for p in world.people()]
-    rankings["longest"] = _ranked(documents, lambda i: documents[i].tokens)
-    rankings["urgency"] = _ranked(documents, lambda i: sum(documents[i].text.lower().count(w) for w in URGENCY_WORDS))
-    rankings["names"] = _ranked(documents, lambda i: sum(documents[i].text.lower().count(p) for p in people))
-    return rankings
+    attacks["longest"] = scored(d.tokens for d in documents)
+    attacks["urgency"] = scored(sum(d.text.lower().count(w) for w in URGENCY_WORDS) for d in documents)
+    attacks["names"] = scored(sum(d.text.lower().count(p) for p in people) for d in documents)
+    return attacks
 
 
 def action_attacks(actions: list[Action], documents: list[Document]) -> dict[str, tuple[str, str]]:
@@ -151,15 +150,30 @@ def action_attacks(actions: list[Action], documents: list[Document]) -> dict[str
                                                  f"(BM25 weight {weight[best]:.1f} over its three best documents)")}
 
 
-def search_result(name: str, ranking: list[str], true_ids: list[str], n_docs: int, alpha: float,
+def search_result(name: str, picked: list[str] | dict[str, float], true_ids: list[str], n_docs: int, alpha: float,
                   detail: str = "") -> AttackResult:
-    """How a ranking's top |T| compares with |T| documents drawn at random."""
+    """How an attack's |T| documents compare with |T| documents drawn at random.
+
+    ``picked`` is either the documents an adversary chose, or an attack's score of every document: it then
+    keeps the |T| best, and documents tied with the last one kept are a coin toss, not information. Only
+    the hits among documents scored strictly above that tie count towards the p-value (an attack that
+    scores every document alike never beats chance), while F1 is that of the |T| documents it returns
+    (ties broken by id, which is as good as random).
+    """
     k = len(true_ids)
-    picked = ranking[:k]
-    hits = len(set(picked) & set(true_ids))
-    p_value = float(stats.hypergeom.sf(hits - 1, n_docs, k, k)) if hits else 1.0
-    return AttackResult(name=name, kind="search", picked=picked, hits=hits,
-                        f1=search_scores(picked, true_ids)["f1"], random=round(k / n_docs, 4) if n_docs else 0.0,
+    if isinstance(picked, dict):
+        order = sorted(picked, key=lambda i: (-picked[i], i))
+        chosen = order[:k]
+        boundary = picked[chosen[-1]] if chosen else 0.0
+        certain = [i for i in chosen if picked[i] > boundary] if len(order) > k and picked[order[k]] == boundary \
+            else chosen
+    else:
+        chosen = certain = list(dict.fromkeys(picked))[:k]
+    hits = len(set(chosen) & set(true_ids))
+    sure = len(set(certain) & set(true_ids))
+    p_value = float(stats.hypergeom.sf(sure - 1, n_docs, k, len(certain))) if sure else 1.0
+    return AttackResult(name=name, kind="search", picked=chosen, hits=hits,
+                        f1=search_scores(chosen, true_ids)["f1"], random=round(k / n_docs, 4) if n_docs else 0.0,
                         p_value=round(p_value, 6), solved=p_value < alpha, detail=detail)
 
 
