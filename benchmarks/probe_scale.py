@@ -81,6 +81,13 @@ def main() -> None:
         print(f"  {stage:<22}{calls[stage]:>7}{calls[stage] / n:>12.1f}{tokens_in[stage]:>14,}{tokens_out[stage]:>13,}")
     total_in, total_out = sum(tokens_in.values()), sum(tokens_out.values())
     print(f"  {'total':<22}{sum(calls.values()):>7}{sum(calls.values()) / n:>12.1f}{total_in:>14,}{total_out:>13,}")
+    rounds = Counter(len(s.rounds) - 1 for s in samples)
+    print(f"\nhardening: samples by revision rounds {dict(sorted(rounds.items()))}; dropped "
+          f"{len(out['probe_evidence'].samples) - n}")
+    print("attacks against random over the kept samples (search: mean F1; action: right-action rate)")
+    for row in out["probe_assembly"].attack_table:
+        print(f"  {row['attack']:<24}{row['kind']:<8} {row['score']:>6.3f} vs {row['random']:.3f}  "
+              f"ratio {row['ratio'] if row['ratio'] is not None else '-'}  set p {row['set_p_value']:.3f}")
     print(f"\nper sample: {sum(calls.values()) / n:.0f} calls, {total_in / n:,.0f} input and {total_out / n:,.0f} output "
           "tokens (input counts every call's whole prompt; a provider's prompt cache serves most of the world model)")
 

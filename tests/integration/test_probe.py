@@ -1,89 +1,91 @@
-"""The PROBE family end to end: the CLI in a subprocess, a real Prefect server, DuckDB, the recorded answers.
+"""The PROBE family end to end: the CLI in a subprocess, a real Prefect server, DuckDB, the OpenAI SDK.
 
-`sopforge generate examples/themes/pharmacy_refills.yaml --family probe` replays the shared context
-and PROBE's answers from the previous round (``tests/fixtures/probe_handwritten``: the demo leaves
-PROBE out until the PROBE issue re-records it), then a second run reuses everything and
-``rerun --from probe_assembly`` asks only the adversary again.
+The model is the fake two-protocol server answering with the unit tests' synthetic PROBE model (valid,
+meaningless answers; tests/unit/families/probe/synthetic.py) and the recorded business context, so the
+flow, the fan-out of each stage into Prefect task runs, the store and the export are tested whatever
+the recordings hold. `sopforge generate examples/themes/pharmacy_refills.yaml --family probe` builds the
+demo set; a second run reuses everything and ``rerun --from probe_assembly`` asks only the title adversaries.
 """
 
 from __future__ import annotations
 
 import json
-import re
+import sys
 from pathlib import Path
 
 import duckdb
 import pyarrow.parquet as pq
 import pytest
 
-from answers import PROBE_CALLS
+from answers import recorded_answer
 from sopforge.families import plan
+from sopforge.llm.testserver import FakeLLMServer
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "families" / "probe"))
+from synthetic import SyntheticProbe  # noqa: E402
 
 pytestmark = pytest.mark.prefect
 STAGES = plan(("probe",)).names
 SAMPLES = ["p1-b1", "p2-b1", "p2-b2"]
-ROOT = Path(__file__).resolve().parents[2]
-DEMO_THEME = "examples/themes/pharmacy_refills.yaml"
-FIXTURE = ROOT / "tests" / "fixtures" / "probe_handwritten"
+ATTACKS = {"bm25_task", "bm25_persona", "bm25_actions", "bm25_per_action", "tfidf_task", "tfidf_persona",
+           "tfidf_actions", "tfidf_per_action", "recency", "near_duplicate", "cross_sample", "longest", "urgency",
+           "names", "action_overlap", "title_adversary", "title_adversary_action", "persona_adversary"}
 
 
-def test_probe_demo_is_generated_verified_stored_exported_and_rerun_from_assembly(cli, tmp_path):
-    theme = tmp_path / "pharmacy_refills.yaml"  # the demo theme, replaying the fixture's answers
-    theme.write_text(re.sub(r"(?m)^recordings: .*$", f"recordings: {FIXTURE}", (ROOT / DEMO_THEME).read_text()))
-    first = cli("generate", str(theme), "--family", "probe", "--json")
-    assert first.code == 0, first.stderr
-    summary = json.loads(first.stdout)
-    assert [s["stage"] for s in summary["stages"]] == STAGES
-    assert summary["llm_calls"] == PROBE_CALLS + 1  # the shared context, then every PROBE call
+@pytest.mark.timeout(900)
+def test_probe_is_generated_attacked_stored_exported_and_rerun_from_assembly(cli):
+    synthetic = SyntheticProbe(context_answer=recorded_answer("context"))
+    args = ("generate", "examples/themes/pharmacy_refills.yaml", "--family", "probe", "--provider", "openai",
+            "--model", "m", "--json")
+    env = {"OPENAI_API_KEY": "sk-test"}
+    with FakeLLMServer(synthetic.wire) as server:
+        first = cli(*args, "--base-url", server.openai_base_url, env=env, timeout=600)
+        assert first.code == 0, first.stderr
+        summary = json.loads(first.stdout)
+        assert [s["stage"] for s in summary["stages"]] == STAGES
+        assert server.max_in_flight > 1, "the distractor asks of a stage run at the same time"
+        calls = summary["llm_calls"]
+
+        again = cli(*args, "--base-url", server.openai_base_url, env=env)
+        assert again.code == 0, again.stderr
+        assert json.loads(again.stdout)["llm_calls"] == 0
+
+        rerun = cli("rerun", summary["run_id"], "--from", "probe_assembly", "--json", env=env)
+        assert rerun.code == 0, rerun.stderr
+    redone = json.loads(rerun.stdout)
+    statuses = {s["stage"]: s["status"] for s in redone["stages"]}
+    assert statuses["probe_evidence"] == "reused" and statuses["probe_assembly"] == "generated"
+    assert redone["llm_calls"] == len(SAMPLES), "one title adversary per sample, nothing upstream"
 
     funnel = {(r["component"], r["item_type"]): r for r in summary["funnel"]}
-    components = {c for c, _ in funnel}
-    assert {"bottleneck", "true_positive", "sample", "distractor", "hard_negative", "shortcut_gate"} <= components
+    assert {"bottleneck", "true_positive", "sample", "distractor", "hard_negative", "shortcut_gate"} <= {c for c, _ in funnel}
     assert sum(r["kept"] for (c, _), r in funnel.items() if c == "shortcut_gate") == len(SAMPLES)
-    assert all(r["generated"] == r["kept"] + r["dropped"] for r in summary["funnel"])
+    assert funnel[("distractor", "email")]["generated"] == 3 * len(SAMPLES), "each sample has its own distractors"
     probe = summary["families"]["probe"]
-    assert any("shortcut gate" in t["title"] for t in probe["tables"])
-    assert any("Table 1" in t["title"] for t in probe["tables"])
-    assert any(line.startswith("PROBE two-sample tests") for line in probe["lines"])
+    attack_table = next(t for t in probe["tables"] if t["title"].startswith("PROBE shortcut attacks against random"))
+    assert {row[0] for row in attack_table["rows"]} == ATTACKS
 
     with duckdb.connect(str(cli.home / "sopforge.duckdb"), read_only=True) as con:
         families = dict(con.execute("SELECT stage, family FROM artifacts").fetchall())
         assert families == {s: (None if s == "context" else "probe") for s in STAGES}
-        calls = dict(con.execute("SELECT stage, count(*) FROM llm_calls GROUP BY 1").fetchall())
-        assert sum(calls.values()) == PROBE_CALLS + 1 and "probe_package" not in calls
-        assert con.execute("SELECT count(*) FROM llm_calls WHERE family = 'probe'").fetchone() == (PROBE_CALLS,)
-        edges = con.execute("""SELECT p.stage FROM artifact_edges e JOIN artifacts c ON c.id = e.child
-                               JOIN artifacts p ON p.id = e.parent WHERE c.stage = 'probe_evidence'""").fetchall()
-        assert sorted(s for (s,) in edges) == ["probe_bottlenecks", "probe_plans", "probe_world"]
-        assert con.execute("SELECT count(*) FROM funnel WHERE family = 'probe'").fetchone()[0] == len(summary["funnel"])
-        gate = con.execute("SELECT stage, decision, source FROM reviews").fetchall()
-        assert gate == [("probe_bottlenecks", "approve", "auto")]
+        assert con.execute("SELECT count(*) FROM llm_calls WHERE family = 'probe'").fetchone() == (calls - 1 + len(SAMPLES),)
+        distractor_keys = [k for (k,) in con.execute(
+            "SELECT call_key FROM llm_calls WHERE stage = 'probe_distractors' AND call_key LIKE '%-q_/a1'").fetchall()]
+        assert len(distractor_keys) == 3 * len(SAMPLES), "one small ask per kind and sample at this size"
 
     export = cli.home / "exports" / summary["run_id"] / "probe"
     records = [json.loads(line) for line in (export / "samples.jsonl").read_text().splitlines()]
     assert [r["sample_id"] for r in records] == SAMPLES
+    stores = [{d["id"] for d in r["agent_input"]["datastore"]} for r in records]
+    assert not (stores[0] & stores[1] or stores[1] & stores[2] or stores[0] & stores[2])
     for record in records:
         assert json.loads((export / "samples" / f"{record['sample_id']}.json").read_text()) == record
         shown = json.dumps(record["agent_input"])
         assert "solves_bottleneck" not in shown and "true_positive" not in shown
-        ids = [d["id"] for d in record["agent_input"]["datastore"]]
-        assert set(record["ground_truth"]["true_positives"]) <= set(ids) and len(ids) == 10
-        assert record["ground_truth"]["action"] in {a["id"] for a in record["agent_input"]["world_model"]["available_actions"]}
-        assert all(h["changed"] for h in record["ground_truth"]["hard_negatives"])
+        assert set(record["ground_truth"]["true_positives"]) <= {d["id"] for d in record["agent_input"]["datastore"]}
+        assert {a["name"] for a in record["attacks"]} <= ATTACKS and record["hardening"][0]["round"] == 0
     assert pq.read_table(export / "samples.parquet").num_rows == len(SAMPLES)
     metadata = json.loads((export / "metadata.json").read_text())
-    assert metadata["table_1"]["documents"] == {"min": 10, "max": 10, "mean": 10.0, "std": 0.0}
     assert metadata["table_1"]["difficulty"] == {"easy": 1, "hard": 2}
     assert metadata["paper_table_1"]["documents"]["mean"] == 79.3
-    assert set(metadata["shortcut_gate"]["per_sample"]) == set(SAMPLES)
-
-    again = cli("generate", str(theme), "--family", "probe", "--json")
-    assert again.code == 0, again.stderr
-    assert json.loads(again.stdout)["llm_calls"] == 0
-
-    rerun = cli("rerun", summary["run_id"], "--from", "probe_assembly", "--json")
-    assert rerun.code == 0, rerun.stderr
-    redone = json.loads(rerun.stdout)
-    statuses = {s["stage"]: s["status"] for s in redone["stages"]}
-    assert statuses["probe_evidence"] == "reused" and statuses["probe_assembly"] == "generated"
-    assert redone["llm_calls"] == len(SAMPLES)  # one adversary per sample, nothing upstream
+    assert {row["attack"] for row in metadata["shortcut_attacks"]["against_random"]} == ATTACKS
