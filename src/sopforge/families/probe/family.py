@@ -13,6 +13,7 @@ from typing import Any
 
 from sopforge.families.protocol import ExportSpec, Family, FamilySummary, OptionsSpec, StageSpec, SummaryTable, TableView
 from sopforge.families.probe import edits, render
+from sopforge.families.probe.evaluation import EVALUATION
 from sopforge.families.probe.export.samples import PAPER_TABLE_1
 from sopforge.families.probe.models.bottlenecks import BottleneckSet
 from sopforge.families.probe.models.sets import DocumentSet, EvidenceSet, PlanSet, ProbeManifest, SampleSet
@@ -178,4 +179,5 @@ FAMILY = Family(
     scorers={"search": search_scores, "identification": identification_score, "resolution": resolution_score},
     summarize=summarize,
     json_schemas={"probe_judged_answer": JudgedAnswer},
+    evaluation=EVALUATION,
 )

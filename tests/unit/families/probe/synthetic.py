@@ -275,7 +275,7 @@ class SyntheticProbe:
         last = date.fromisoformat(window.group(2)) if window else world.as_of - timedelta(days=1)
         last = min(last, world.as_of) if kind != "calendar" else last
         when = day or (first + timedelta(days=rng.randint(0, max(0, (last - first).days)))).isoformat()
-        values = re.search(r"values exactly as written: (.+?)\.(?:\s|$)", prompt)
+        values = re.search(r"exactly as written: (.+?)\.(?:\s|$)", prompt)
         # Every item carries one reference line of the same shape, so length and digits tell nothing.
         stated = f" Reference values: {values.group(1)}." if values and values.group(1) != "none" else \
             f" Reference values: {when}, REF-{rng.randint(1000, 9999)}."
