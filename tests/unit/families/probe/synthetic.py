@@ -125,7 +125,7 @@ class SyntheticProbe:
             ("<relationships>\n{\"relationships\"", self.relationships), ('{"bottlenecks": [', self.bottlenecks),
             ('"solves_bottleneck": null}]}', self.actions), ('"also_resolving"', self.solver),
             ("Guess that action WITHOUT", self.persona_adversary), ("Datastore (id | type", self.title_adversary),
-            ("<checklist>", self.checklist), ("<evidence_plan>", self.plan), ('"quality_score"', self.review),
+            ("<sources>\n{\"sources\"", self.sources), ("<checklist>", self.checklist), ("<evidence_plan>", self.plan), ('"quality_score"', self.review),
             ('"evidence_of"', self.conveys), ("state that bottleneck in two or three sentences", self.reader),
             ("who_blocked", self.identification), ("<changed>", self.hard_negative), ("<document>", self.documents),
         )
@@ -192,6 +192,11 @@ class SyntheticProbe:
     def solver(self, prompt: str, item: str, rng: random.Random) -> str:
         index = int(re.search(r"CASE-41(\d\d)", _block(prompt, "bottleneck")).group(1))
         return f'<verdict>{{"resolving_action": "routine_step_{index}", "also_resolving": [], "reason": "fits"}}</verdict>'
+
+    def sources(self, prompt: str, item: str, rng: random.Random) -> str:
+        systems = [{"system": name, "evidence": "records of the week's work", "access": "search", "relevance": "it"}
+                   for name in ("Inventory portal", "Shared drive", "Team chat")]
+        return "<sources>" + json.dumps({"sources": systems}) + "</sources>"
 
     def persona_adversary(self, prompt: str, item: str, rng: random.Random) -> str:
         # The last action: never a solver here (they come first), so tests do not meet chance hits of this attack.

@@ -15,7 +15,7 @@ from sopforge.families.probe.models.verdicts import PersonaAdversaryAnswer
 from sopforge.funnel import DroppedItem, FunnelRow
 
 __all__ = ["ACTION_TYPES", "BOTTLENECK_TYPES", "URGENCIES", "Action", "ActionList", "Bottleneck", "BottleneckList",
-           "BottleneckSet", "PersonaBottlenecks", "SolverVerdict"]
+           "BottleneckSet", "PersonaBottlenecks", "SolverVerdict", "SourceList", "SourceSystem"]
 
 BOTTLENECK_TYPES: tuple[str, ...] = ("delay", "missing_info", "conflict", "approval", "resource", "coordination")
 URGENCIES: tuple[str, ...] = ("high", "medium", "low")
@@ -86,6 +86,19 @@ class ActionList(BaseModel):
     actions: list[Action] = Field(min_length=2)
 
 
+class SourceSystem(BaseModel):
+    """One entry of T12's answer: a system where evidence of a bottleneck would live."""
+
+    system: str = Field(min_length=2, description="The system or platform, by name.")
+    evidence: str = Field(min_length=3, description="What evidence would be found there.")
+    access: str = Field("", description="How someone would search or access it.")
+    relevance: str = Field("", description="Why it is relevant to this bottleneck.")
+
+
+class SourceList(BaseModel):
+    sources: list[SourceSystem] = Field(min_length=1)
+
+
 class SolverVerdict(BaseModel):
     """The solver judge's answer for one bottleneck (ours; the paper trusts T1's own label)."""
 
@@ -104,6 +117,8 @@ class PersonaBottlenecks(BaseModel):
     verdicts: dict[str, SolverVerdict] = Field(default_factory=dict,
                                                description="Bottleneck index (as text) -> the solver judge's verdict.")
     kept: list[int] = Field(default_factory=list, description="1-based indices of bottlenecks that become samples.")
+    sources: dict[str, list[SourceSystem]] = Field(
+        default_factory=dict, description="Bottleneck index (as text) -> T12's systems where its evidence would live.")
     persona_adversary: PersonaAdversaryAnswer | None = Field(
         None, description="The persona-only adversary's guess on the final action space (world model and actions only).")
 

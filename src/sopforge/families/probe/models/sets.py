@@ -55,6 +55,7 @@ class EvidencePlanEntry(BaseModel):
     key_information: str = Field(min_length=5)
     sender_or_creator: str = Field(min_length=3)
     discoverability: str = Field(min_length=3)
+    source_system: str = Field("", description="For a document: the T12 system it is a record exported from, if any.")
 
 
 class EvidencePlan(BaseModel):

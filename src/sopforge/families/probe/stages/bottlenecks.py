@@ -11,7 +11,9 @@ adversary beats chance, T1 is asked again with the reasons (a new cycle, up to `
 bottleneck still failing is dropped (no sample is built for it) and counted in the funnel. Its
 action stays in the list as a plausible non-solver, as the paper's other-bottleneck solvers do.
 
-This is the family's review gate: a reviewer sees every bottleneck beside its solver. Pure.
+Each kept bottleneck then gets T12's systems (``probe/dynamic_sources``): where its evidence would live
+beyond e-mail and the calendar; its evidence and its sample's distractors may be records exported
+from them. This is the family's review gate: a reviewer sees every bottleneck beside its solver. Pure.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from sopforge.ask import StageResult, failed_with_answers
 from sopforge.checks import check
 from sopforge.families.probe.asker import Asker, numbered
 from sopforge.families.probe.models.bottlenecks import (
-    ActionList, BottleneckList, BottleneckSet, PersonaBottlenecks, SolverVerdict,
+    ActionList, BottleneckList, BottleneckSet, PersonaBottlenecks, SolverVerdict, SourceList,
 )
 from sopforge.families.probe.models.world import WorldModel, WorldSet, parse_json_block
 from sopforge.families.probe.options import ProbeSpec
@@ -36,7 +38,7 @@ from sopforge.settings import Settings
 __all__ = ["STAGE", "TEMPLATE_IDS", "BottlenecksInputs", "persona_leaks", "run", "solver_failures"]
 
 STAGE = "probe_bottlenecks"
-TEMPLATE_IDS = ("probe/bottlenecks", "probe/actions", SOLVER_TEMPLATE, PERSONA_ADVERSARY_TEMPLATE)
+TEMPLATE_IDS = ("probe/bottlenecks", "probe/actions", SOLVER_TEMPLATE, PERSONA_ADVERSARY_TEMPLATE, "probe/dynamic_sources")
 
 
 class BottlenecksInputs(BaseModel):
@@ -99,6 +101,13 @@ def _persona(asker: Asker, world: WorldModel, options: ProbeSpec, funnel: Funnel
             break
         reasons = "; ".join(failures.values())
     persona.kept = [i for i in range(1, len(bottlenecks) + 1) if i not in failures]
+    for index in persona.kept:
+        persona.sources[str(index)] = asker.ask(
+            f"{p.id}-b{index}-sources", TEMPLATE_IDS[4], {"world_model": shared["world_model"],
+                                                         "bottleneck": bottlenecks[index - 1].description},
+            lambda raw: (s := parse_json_block(raw, "sources", SourceList), [check(
+                "probe_bottlenecks.sources", 3 <= len(s.sources) <= 5, f"name 3-5 systems (T12), got {len(s.sources)}",
+                ok=f"{len(s.sources)} systems, within T12's 3-5")])).sources
     for index, b in enumerate(bottlenecks, 1):
         funnel.item("bottleneck", b.type, f"{p.id}-b{index}", verified=index not in failures,
                     kept=index not in failures, retried=cycle > 1,

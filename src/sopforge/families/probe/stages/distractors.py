@@ -112,8 +112,10 @@ def _one_ask(parent: Asker, ask: Ask, world: WorldModel, options: ProbeSpec) -> 
     kind, all_b = ask.kind, ask.persona.bottlenecks
     words = tuple(options.words[kind])
     first_day, last_day = date_window(kind, world.today)
+    systems = ask.persona.sources.get(ask.sid.rsplit("-b", 1)[1], [])
     shared = {**_shared(world, ask.persona), "document_type": kind, "min_words": str(words[0]),
               "max_words": str(words[1]), "date_from": first_day, "date_to": last_day,
+              "systems": "\n".join(f"- {x.system}: {x.evidence}" for x in systems) or "- none",
               "work_areas": "\n".join(f"- {a}" for a in ask.areas) or "- the persona's routine work"}
     batch = asker.ask(f"{ask.sid}-{kind}-q{ask.number}", BULK, {**shared, "count": str(ask.count)},
                       lambda raw: (parse_documents(raw, kind, expected=ask.count), []))

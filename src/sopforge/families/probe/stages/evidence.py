@@ -79,7 +79,8 @@ def _sample(asker: Asker, world: WorldModel, persona: PersonaBottlenecks, plan: 
                 **shared, "document_type": kind, "evidence_role": entry.evidence_role,
                 "key_information": entry.key_information, "sender_or_creator": entry.sender_or_creator,
                 "min_words": str(low_high[0]), "max_words": str(low_high[1]), "date_from": first_day,
-                "date_to": last_day, "required_values": ", ".join(v.written for v in mine) or "none"},
+                "date_to": last_day, "required_values": ", ".join(v.written for v in mine) or "none",
+                "source_system": entry.source_system or "none"},
                 parse, retry_reasons=reasons)
 
         def review(doc: ParsedDocument, cycle: int, item=item) -> tuple[EvidenceReview, str]:

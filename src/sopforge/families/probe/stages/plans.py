@@ -25,7 +25,7 @@ from sopforge.llm.types import LLMClient
 from sopforge.prompts import PromptRegistry
 from sopforge.settings import Settings
 
-__all__ = ["STAGE", "TEMPLATE_IDS", "PlansInputs", "run"]
+__all__ = ["STAGE", "TEMPLATE_IDS", "PlansInputs", "run", "sources_text"]
 
 STAGE = "probe_plans"
 TEMPLATE_IDS = ("probe/checklist", "probe/evidence_plan")
@@ -36,6 +36,11 @@ class PlansInputs(BaseModel):
     worlds: WorldSet
     bottlenecks: BottleneckSet
     options: ProbeSpec
+
+
+def sources_text(systems) -> str:
+    """T12's systems as the prompts list them, or "- none"."""
+    return "\n".join(f"- {x.system}: {x.evidence}" for x in systems) or "- none"
 
 
 def run(inputs: PlansInputs, *, llm: LLMClient, settings: Settings, model: str, temperature: float,
@@ -54,12 +59,14 @@ def run(inputs: PlansInputs, *, llm: LLMClient, settings: Settings, model: str, 
             lambda raw: (c := parse_json_block(raw, "checklist", Checklist), check_checklist(c, solver)))
         n = inputs.options.evidence_documents.of(persona.difficulty)
         values = expected_values(checklist.task_selection_step.parameters)
+        systems = persona.sources.get(str(index), [])
         plan = asker.ask(f"{sid}-plan", TEMPLATE_IDS[1], {
             **shared, "other_bottlenecks": numbered(persona.others(index)), "num_documents": str(n),
             "required_values": "\n".join(f"- {v.written} ({v.kind}, parameter {v.parameter})" for v in values)
-            or "- none"},
+            or "- none", "sources": sources_text(systems)},
             lambda raw: (p := parse_json_block(raw, "evidence_plan", EvidencePlan),
-                         check_plan(p.evidence_distribution, world, n, values))).evidence_distribution
+                         check_plan(p.evidence_distribution, world, n, values, [x.system for x in systems])
+                         )).evidence_distribution
         samples.append(SamplePlan(sample_id=sid, persona_id=persona.persona_id, bottleneck_index=index,
                                   checklist=checklist, plan=plan))
     return asker.result(PlanSet(samples=samples))

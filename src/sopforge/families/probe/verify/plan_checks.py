@@ -32,7 +32,7 @@ def check_checklist(checklist: Checklist, solver: Action) -> list[CheckResult]:
 
 
 def check_plan(plan: list[EvidencePlanEntry], world: WorldModel, expected: int,
-               values: list[ExpectedValue] = ()) -> list[CheckResult]:
+               values: list[ExpectedValue] = (), systems: list[str] = ()) -> list[CheckResult]:
     """T8: the requested count, distinct roles, mixed sources, creators from the world model, and every date,
     identifier and amount of the expected parameters planned into some document's key information."""
     people = {p.lower() for p in world.people()}
@@ -40,6 +40,9 @@ def check_plan(plan: list[EvidencePlanEntry], world: WorldModel, expected: int,
     roles = [e.evidence_role.lower().strip() for e in plan]
     kinds = {e.document_type for e in plan}
     unplanned = missing_values(list(values), [e.key_information for e in plan])
+    known = {x.lower() for x in systems}
+    odd_sources = [e.source_system for e in plan if e.source_system and (e.source_system.lower() not in known
+                                                                         or e.document_type != "document")]
     return [
         check("probe_plans.plan_count", len(plan) == expected,
               f"plan exactly {expected} documents, got {len(plan)}", ok=f"{len(plan)} documents planned, as asked",
@@ -54,6 +57,10 @@ def check_plan(plan: list[EvidencePlanEntry], world: WorldModel, expected: int,
         check("probe_plans.known_creators", not strangers,
               f"sender_or_creator must be the persona or a relationship, by full name: {strangers}",
               ok=f"each of the {len(plan)} documents is by the persona or a relationship"),
+        check("probe_plans.source_systems", not odd_sources,
+              f"source_system must name one of the systems listed (T12), on a document entry: {odd_sources}",
+              ok="every record-type document names one of the listed systems" if any(e.source_system for e in plan)
+              else "no document is planned as a system record"),
         check("probe_plans.values_planned", not unplanned,
               "the agent must find every date, identifier and amount of the expected parameters in the evidence; "
               "put each, written exactly, in the key_information of the document that will carry it: missing "
