@@ -45,7 +45,8 @@ def _package_inputs(spec, up, ctx) -> package.PackageInputs:
 
 STAGES: tuple[StageSpec, ...] = (
     StageSpec(
-        name=personas.STAGE, parents=("context",), kind="probe_personas", model=PersonaSet,
+        name=personas.STAGE,
+        expected_calls=lambda spec: probe_options(spec).first_try_calls()[personas.STAGE], parents=("context",), kind="probe_personas", model=PersonaSet,
         template_ids=personas.TEMPLATE_IDS, run=personas.run,
         make_inputs=lambda spec, up, ctx: personas.PersonasInputs(
             theme_slug=spec.slug, context=up["context"],
@@ -55,7 +56,8 @@ STAGES: tuple[StageSpec, ...] = (
         render=render.personas_markdown,
     ),
     StageSpec(
-        name=world.STAGE, parents=("context", personas.STAGE), kind="probe_world", model=WorldSet,
+        name=world.STAGE,
+        expected_calls=lambda spec: probe_options(spec).first_try_calls()[world.STAGE], parents=("context", personas.STAGE), kind="probe_world", model=WorldSet,
         template_ids=world.TEMPLATE_IDS, run=world.run,
         make_inputs=lambda spec, up, ctx: world.WorldInputs(
             theme_slug=spec.slug, context=up["context"], personas=up[personas.STAGE],
@@ -64,7 +66,8 @@ STAGES: tuple[StageSpec, ...] = (
         render=render.world_markdown,
     ),
     StageSpec(
-        name=bottlenecks.STAGE, parents=(world.STAGE,), kind="probe_bottlenecks", model=BottleneckSet,
+        name=bottlenecks.STAGE,
+        expected_calls=lambda spec: probe_options(spec).first_try_calls()[bottlenecks.STAGE], parents=(world.STAGE,), kind="probe_bottlenecks", model=BottleneckSet,
         template_ids=bottlenecks.TEMPLATE_IDS, run=bottlenecks.run, gate=True,
         make_inputs=lambda spec, up, ctx: bottlenecks.BottlenecksInputs(
             theme_slug=spec.slug, worlds=up[world.STAGE], options=probe_options(spec)),
@@ -72,7 +75,8 @@ STAGES: tuple[StageSpec, ...] = (
         render=render.bottlenecks_markdown, edit=edits.BOTTLENECKS_EDIT,
     ),
     StageSpec(
-        name=plans.STAGE, parents=(world.STAGE, bottlenecks.STAGE), kind="probe_plans", model=PlanSet,
+        name=plans.STAGE,
+        expected_calls=lambda spec: probe_options(spec).first_try_calls()[plans.STAGE], parents=(world.STAGE, bottlenecks.STAGE), kind="probe_plans", model=PlanSet,
         template_ids=plans.TEMPLATE_IDS, run=plans.run,
         make_inputs=lambda spec, up, ctx: plans.PlansInputs(
             theme_slug=spec.slug, worlds=up[world.STAGE], bottlenecks=up[bottlenecks.STAGE],
@@ -81,7 +85,8 @@ STAGES: tuple[StageSpec, ...] = (
         render=render.plans_markdown,
     ),
     StageSpec(
-        name=distractors.STAGE, parents=(world.STAGE, bottlenecks.STAGE), kind="probe_distractors",
+        name=distractors.STAGE,
+        expected_calls=lambda spec: probe_options(spec).first_try_calls()[distractors.STAGE], parents=(world.STAGE, bottlenecks.STAGE), kind="probe_distractors",
         model=DocumentSet, template_ids=distractors.TEMPLATE_IDS, run=distractors.run,
         make_inputs=lambda spec, up, ctx: distractors.DistractorsInputs(
             theme_slug=spec.slug, worlds=up[world.STAGE], bottlenecks=up[bottlenecks.STAGE],
@@ -90,7 +95,8 @@ STAGES: tuple[StageSpec, ...] = (
         render=render.documents_markdown,
     ),
     StageSpec(
-        name=evidence.STAGE, parents=(world.STAGE, bottlenecks.STAGE, plans.STAGE), kind="probe_evidence",
+        name=evidence.STAGE,
+        expected_calls=lambda spec: probe_options(spec).first_try_calls()[evidence.STAGE], parents=(world.STAGE, bottlenecks.STAGE, plans.STAGE), kind="probe_evidence",
         model=EvidenceSet, template_ids=evidence.TEMPLATE_IDS, run=evidence.run,
         make_inputs=lambda spec, up, ctx: evidence.EvidenceInputs(
             theme_slug=spec.slug, worlds=up[world.STAGE], bottlenecks=up[bottlenecks.STAGE], plans=up[plans.STAGE],
@@ -99,7 +105,8 @@ STAGES: tuple[StageSpec, ...] = (
         render=render.documents_markdown,
     ),
     StageSpec(
-        name=hard_negatives.STAGE, parents=(world.STAGE, bottlenecks.STAGE, evidence.STAGE),
+        name=hard_negatives.STAGE,
+        expected_calls=lambda spec: probe_options(spec).first_try_calls()[hard_negatives.STAGE], parents=(world.STAGE, bottlenecks.STAGE, evidence.STAGE),
         kind="probe_hard_negatives", model=DocumentSet, template_ids=hard_negatives.TEMPLATE_IDS,
         run=hard_negatives.run,
         make_inputs=lambda spec, up, ctx: hard_negatives.HardNegativesInputs(
@@ -110,6 +117,7 @@ STAGES: tuple[StageSpec, ...] = (
     ),
     StageSpec(
         name=assembly.STAGE,
+        expected_calls=lambda spec: probe_options(spec).first_try_calls()[assembly.STAGE],
         parents=(world.STAGE, bottlenecks.STAGE, plans.STAGE, evidence.STAGE, distractors.STAGE, hard_negatives.STAGE),
         kind="probe_samples", model=SampleSet, template_ids=assembly.TEMPLATE_IDS, run=assembly.run,
         make_inputs=lambda spec, up, ctx: assembly.AssemblyInputs(

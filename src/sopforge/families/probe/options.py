@@ -127,6 +127,25 @@ class ProbeSpec(BaseModel):
                              f"already has up to {needed} true positives and hard negatives")
         return self
 
+    def first_try_calls(self, max_tokens: int = 8192) -> dict[str, int]:
+        """LLM calls each PROBE stage makes when every answer passes on its first try and no sample is revised
+        (the pre-run estimate and the progress line): the floor of a run's calls, not its ceiling."""
+        difficulties = [self.difficulty_of(i) for i in range(self.personas)]
+        samples = [d for d in difficulties for _ in range(self.bottlenecks.of(d))]
+        per_ask = {kind: max(1, min(self.distractor_batch, int(max_tokens * 0.75) // (int(words[1] * 1.4) + 120)))
+                   for kind, words in self.words.items()}
+        asks = sum(-(-count // per_ask[kind]) for kind, count in self.distractors.items() if count)
+        enhanced = sum(0 if d == "easy" else 2 * self.enhanced.of(d) for d in samples)
+        return {
+            "probe_personas": 1, "probe_world": 3 * self.personas,
+            "probe_bottlenecks": sum(3 + 2 * self.bottlenecks.of(d) for d in difficulties),
+            "probe_plans": 2 * len(samples),
+            "probe_distractors": len(samples) * (asks + sum(self.distractors.values())) + enhanced,
+            "probe_evidence": sum(3 * self.evidence_documents.of(d) + 2 for d in samples),
+            "probe_hard_negatives": 2 * self.hard_negatives * len(samples),
+            "probe_assembly": len(samples),
+        }
+
     def difficulty_of(self, persona_index: int) -> str:
         """Difficulty of the persona at 0-based ``persona_index`` (the list is cycled)."""
         return self.difficulties[persona_index % len(self.difficulties)]

@@ -59,6 +59,8 @@ def test_each_sample_gets_its_own_distractors_in_small_asks_and_no_datastore_sha
     assert not sibling_texts & {out["probe_assembly"].documents[i].text for i in samples[2].datastore}
     origins = [d.origin for d in pools["p2-b1"]]
     assert origins.count("enhanced") == 1 and "enhanced" not in [d.origin for d in pools["p1-b1"]]
+    asked = {stage: len(items(provider, stage)) for stage in small.first_try_calls()}
+    assert asked == small.first_try_calls(settings.max_tokens), "the pre-run estimate counts every first-try call"
 
 
 def test_every_attack_is_measured_against_random_on_every_sample(context, small, settings):
