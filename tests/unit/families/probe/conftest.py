@@ -1,4 +1,4 @@
-"""PROBE fixtures: the recorded example answers as artifacts, and a scripted model answering by call key."""
+"""PROBE fixtures: the recorded business context, a hand-built world, the synthetic model, and a model answering by call key."""
 
 from __future__ import annotations
 
@@ -8,12 +8,9 @@ from pathlib import Path
 import pytest
 
 from sopforge.context.model import BusinessContext
-from sopforge.families.probe.models.bottlenecks import ActionList, BottleneckList, BottleneckSet, PersonaBottlenecks
 from sopforge.families.probe.models.world import (
-    OrgStructure, Persona, PersonalContext, Relationship, WorldModel, WorldSet, parse_json_block,
+    OrgStructure, Persona, PersonalContext, Relationship, WorldModel,
 )
-from sopforge.families.probe.stages import personas as personas_stage
-from sopforge.families.probe.stages import world as world_stage
 from sopforge.families.probe.options import ProbeSpec
 from sopforge.llm.gateway import Gateway
 from sopforge.llm.providers._files import read_response
@@ -58,31 +55,6 @@ def replay(stage: str, settings: Settings, overrides: dict[str, str] | None = No
 
     provider = ScriptedProvider(respond)
     return Gateway(provider, ledger=None, settings=settings, sleep=lambda _s: None), provider
-
-
-@pytest.fixture
-def worlds(context: BusinessContext, settings: Settings) -> WorldSet:
-    """The recorded personas and world models, built by the real stages from their recorded answers."""
-    llm, _ = replay("probe_personas", settings)
-    personas = personas_stage.run(personas_stage.PersonasInputs(theme_slug=SLUG, context=context,
-                                                                difficulties=["easy", "hard"], as_of="2026-03-02"),
-                                  llm=llm, settings=settings, model="m", temperature=0).artifact
-    llm, _ = replay("probe_world", settings)
-    return world_stage.run(world_stage.WorldInputs(theme_slug=SLUG, context=context, personas=personas,
-                                                   today="2026-03-02"),
-                           llm=llm, settings=settings, model="m", temperature=0).artifact
-
-
-@pytest.fixture
-def bottleneck_set() -> BottleneckSet:
-    personas = []
-    for pid, difficulty, n in (("p1", "easy", 1), ("p2", "hard", 2)):
-        b = parse_json_block(recorded("probe_bottlenecks", f"{pid}-bottlenecks"), "bottlenecks", BottleneckList,
-                             key="bottlenecks").bottlenecks
-        a = parse_json_block(recorded("probe_bottlenecks", f"{pid}-actions-c1"), "actions", ActionList, key="actions").actions
-        personas.append(PersonaBottlenecks(persona_id=pid, difficulty=difficulty, bottlenecks=b, actions=a,
-                                           kept=list(range(1, n + 1))))
-    return BottleneckSet(personas=personas)
 
 
 @pytest.fixture

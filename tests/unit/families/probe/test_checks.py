@@ -21,33 +21,47 @@ def failed(checks) -> dict[str, str]:
     return {c.name: c.message for c in checks if not c.passed}
 
 
-def test_the_recorded_action_spaces_pass(worlds, bottleneck_set):
-    for persona in bottleneck_set.personas:
-        world = worlds.of(persona.persona_id)
-        assert failed(check_actions(persona.actions, persona.bottlenecks, world, len(persona.actions))) == {}
+HUANG = Bottleneck(description="Dr. Lena Ortiz has not returned the Prior Authorization for Gerald Huang's Eliquis "
+                              "(PA-55821) in CoverMyMeds, and Omar Haddad cannot release the refill before it lapses "
+                              "on 2026-03-09.", primary_person="Lena Ortiz", urgency="high", type="approval")
+LIU = Bottleneck(description="Grace Liu has not approved the weekend overtime for the Medicare Part D reject backlog "
+                             "(batch RJ-2231), which must be cleared by 2026-03-13.", primary_person="Grace Liu",
+                 urgency="medium", type="resource")
 
 
-def test_a_second_solver_for_one_bottleneck_is_refused(worlds, bottleneck_set):
-    persona = bottleneck_set.of("p2")
-    actions = [a.model_copy(update={"solves_bottleneck": 1}) if a.id == "escalate_operational_risk" else a
-               for a in persona.actions]
-    problems = failed(check_actions(actions, persona.bottlenecks, worlds.of("p2"), 8))
+def space() -> list[Action]:
+    return [Action(id="follow_up_authorization", type="send_email", solves_bottleneck=1,
+                   description="Chase a prescriber's office about paperwork still waiting for a signature.",
+                   params_schema={"required": ["prescriber_office", "reference", "needed_by"]}),
+            Action(id="request_overtime_approval", type="request_approval", solves_bottleneck=2,
+                   description="Ask the manager to sign off on extra staff hours for a queue.",
+                   params_schema={"required": ["hours", "reason"]}),
+            Action(id="post_refill_reminders", type="send_slack_message",
+                   description="Post the daily refill reminders to the counter channel.",
+                   params_schema={"required": ["channel"]})]
+
+
+def test_a_clean_action_space_passes():
+    assert failed(check_actions(space(), [HUANG, LIU], pharmacy_world(), 3)) == {}
+
+
+def test_a_second_solver_for_one_bottleneck_is_refused():
+    actions = [a.model_copy(update={"solves_bottleneck": 1}) if a.id == "post_refill_reminders" else a for a in space()]
+    problems = failed(check_actions(actions, [HUANG, LIU], pharmacy_world(), 3))
     assert "probe_actions.one_solver_each" in problems and "{1: 2}" in problems["probe_actions.one_solver_each"]
 
 
-def test_a_solver_that_names_the_bottleneck_is_refused(worlds, bottleneck_set):
-    persona = bottleneck_set.of("p2")
-    leaky = persona.actions[1].model_copy(update={"description": "Ask Dr. Siddiqui to sign the form for RX-7730915."})
-    problems = failed(check_actions([persona.actions[0], leaky, *persona.actions[2:]], persona.bottlenecks,
-                                    worlds.of("p2"), 8))
-    message = problems["probe_actions.no_bottleneck_keywords"]
-    assert "siddiqui" in message and "rx-7730915" in message
+def test_a_solver_that_names_the_bottleneck_is_refused():
+    actions = space()
+    actions[1] = actions[1].model_copy(update={"description": "Ask Grace Liu to approve overtime for RJ-2231."})
+    message = failed(check_actions(actions, [HUANG, LIU], pharmacy_world(), 3))["probe_actions.no_bottleneck_keywords"]
+    assert "liu" in message and "rj-2231" in message
 
 
-def test_keywords_are_names_identifiers_and_proper_nouns_not_ordinary_words(worlds, bottleneck_set):
-    keywords = bottleneck_keywords(bottleneck_set.of("p1").bottlenecks[0], worlds.of("p1"))
-    assert {"alan whitaker", "whitaker", "rx-4471203", "jensen"} <= keywords
-    assert not {"90-day", "lisinopril", "renewal", "march"} & keywords
+def test_keywords_are_names_identifiers_and_proper_nouns_not_ordinary_words():
+    keywords = bottleneck_keywords(HUANG, pharmacy_world())
+    assert {"lena ortiz", "ortiz", "pa-55821", "eliquis", "huang"} <= keywords
+    assert not {"refill", "lapses", "march", "prior", "covermymeds"} & keywords
     assert identifiers("RX-88213, CHG-20418 and ENG4521 in a 90-day, 24-hour window on 2026-03-02") == {
         "RX-88213", "CHG-20418", "ENG4521"}
 
@@ -90,33 +104,33 @@ def test_an_action_naming_the_bottlenecks_own_details_is_still_refused():
     assert "covermymeds" not in message
 
 
-EMAIL = """From: Priya Raman <priya.raman@brightwaterrx.com>
-To: Maya Castellanos <maya.castellanos@brightwaterrx.com>
+EMAIL = """From: Grace Liu <grace.liu@cascaderx.com>
+To: Omar Haddad <omar.haddad@cascaderx.com>
 Subject: Weekly numbers
 Date: 2026-03-01 09:00
 
-Hi Maya, {body}
-Thanks, Priya"""
+Hi Omar, {body}
+Thanks, Grace"""
 
 
 def email(body: str) -> str:
     return EMAIL.format(body=body + " " + "The weekly numbers look fine and the queue is short today. " * 8)
 
 
-def test_a_distractor_carrying_a_bottleneck_identifier_leaks_it(worlds, bottleneck_set):
-    world, persona = worlds.of("p1"), bottleneck_set.of("p1")
-    doc = parse_document(email("Also, RX-4471203 is done."), "email")
-    problems = failed(check_document(doc, world, words=(60, 220), bottlenecks=persona.bottlenecks, own=None))
-    assert "bottleneck 1 (RX-4471203)" in problems["probe_document.no_foreign_identifiers"]
-    as_evidence = check_document(doc, world, words=(60, 220), bottlenecks=persona.bottlenecks, own=1)
+def test_a_distractor_carrying_a_bottleneck_identifier_leaks_it():
+    world = pharmacy_world()
+    doc = parse_document(email("Also, PA-55821 is in the queue."), "email")
+    problems = failed(check_document(doc, world, words=(60, 220), bottlenecks=[HUANG, LIU], own=None))
+    assert "bottleneck 1 (PA-55821)" in problems["probe_document.no_foreign_identifiers"]
+    as_evidence = check_document(doc, world, words=(60, 220), bottlenecks=[HUANG, LIU], own=1)
     assert "probe_document.no_foreign_identifiers" not in failed(as_evidence)
 
 
-def test_strangers_dates_and_lengths_are_refused(worlds, bottleneck_set):
-    world, persona = worlds.of("p1"), bottleneck_set.of("p1")
-    stranger = parse_document(email("Hello.").replace("maya.castellanos@brightwaterrx.com", "someone@else.com")
+def test_strangers_dates_and_lengths_are_refused():
+    world = pharmacy_world()
+    stranger = parse_document(email("Hello.").replace("omar.haddad@cascaderx.com", "someone@else.com")
                               .replace("2026-03-01", "2024-01-01"), "email")
-    problems = failed(check_document(stranger, world, words=(60, 80), bottlenecks=persona.bottlenecks, own=None))
+    problems = failed(check_document(stranger, world, words=(60, 80), bottlenecks=[HUANG, LIU], own=None))
     assert {"probe_document.known_people", "probe_document.date_near_today", "probe_document.length"} <= set(problems)
     assert "someone@else.com" in problems["probe_document.known_people"]
 

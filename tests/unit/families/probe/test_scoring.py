@@ -9,6 +9,7 @@ from sopforge.families.probe.models.verdicts import IdentificationVerdict
 from sopforge.families.probe.verify.scoring import identification_score, resolution_score, search_scores
 from sopforge.llm.gateway import Gateway
 from sopforge.llm.providers.scripted import ScriptedProvider
+from conftest import pharmacy_world
 
 
 @pytest.mark.parametrize(("retrieved", "expected"), [
@@ -61,9 +62,9 @@ def asker_with(responses, settings) -> tuple[Asker, ScriptedProvider]:
                  model="m", temperature=0.0), provider
 
 
-def test_identification_is_judged_by_t24_and_stored_with_its_raw_text(worlds, settings):
+def test_identification_is_judged_by_t24_and_stored_with_its_raw_text(settings):
     asker, provider = asker_with([JUDGE], settings)
-    world = worlds.worlds[0]
+    world = pharmacy_world()
     answer = identification_score(asker, "p1-b1", world, "Harold's refill is stuck", "Harold Jensen's refill ...")
     assert answer.score == 0.5 and answer.raw_text == JUDGE
     assert answer.verdict["non_essential_details_analysis"]["when_deadline"] == "missing"
@@ -71,16 +72,16 @@ def test_identification_is_judged_by_t24_and_stored_with_its_raw_text(worlds, se
     assert '"Harold\'s refill is stuck"' in prompt and "Timothy" in prompt and world.org.company_name in prompt
 
 
-def test_a_wrong_action_scores_zero_without_asking_a_judge(worlds, settings):
+def test_a_wrong_action_scores_zero_without_asking_a_judge(settings):
     asker, provider = asker_with([], settings)
-    answer = resolution_score(asker, "p1-b1", worlds.worlds[0], "b", [], "call_prescriber_office", {"a": 1},
+    answer = resolution_score(asker, "p1-b1", pharmacy_world(), "b", [], "call_prescriber_office", {"a": 1},
                               "send_pickup_reminder", {"recipient": "x"})
     assert answer.score == 0.0 and answer.verdict["action_correct"] is False and provider.requests == []
 
 
-def test_the_right_action_is_scored_by_t25_on_its_parameters(worlds, settings):
+def test_the_right_action_is_scored_by_t25_on_its_parameters(settings):
     asker, provider = asker_with([PARAMS], settings)
-    answer = resolution_score(asker, "p1-b1", worlds.worlds[0], "the bottleneck", [], "call_prescriber_office",
+    answer = resolution_score(asker, "p1-b1", pharmacy_world(), "the bottleneck", [], "call_prescriber_office",
                               {"prescription_number": "RX-4471203"}, "call_prescriber_office",
                               {"prescriber_name": "Dr. Alan Whitaker"})
     assert answer.score == 0.5 and answer.raw_text == PARAMS
