@@ -4,7 +4,8 @@ The model is the fake two-protocol server answering with the unit tests' synthet
 meaningless answers; tests/unit/families/probe/synthetic.py) and the recorded business context, so the
 flow, the fan-out of each stage into Prefect task runs, the store and the export are tested whatever
 the recordings hold. `sopforge generate examples/themes/pharmacy_refills.yaml --family probe` builds the
-demo set; a second run reuses everything and ``rerun --from probe_assembly`` asks only the title adversaries.
+demo set; a second run reuses everything, ``rerun --from probe_assembly`` asks only the title adversaries,
+and ``sopforge eval`` scores a guessing agent and the baselines with the paper's metrics and measures the judges.
 """
 
 from __future__ import annotations
@@ -52,6 +53,17 @@ def test_probe_is_generated_attacked_stored_exported_and_rerun_from_assembly(cli
 
         rerun = cli("rerun", summary["run_id"], "--from", "probe_assembly", "--json", env=env)
         assert rerun.code == 0, rerun.stderr
+
+        evaluated = cli("eval", summary["run_id"], "--provider", "openai", "--base-url", server.openai_base_url,
+                        "--model", "guesser", "--json", env=env, timeout=600)
+        assert evaluated.code == 0, evaluated.stderr
+    report = json.loads(evaluated.stdout)
+    assert list(report["families"]) == ["probe"], "the run built PROBE only: only PROBE is evaluated"
+    probe_eval = report["families"]["probe"]
+    table = probe_eval["tables"][0]
+    assert [row[0] for row in table["rows"]] == ["fc", "empty", "random", "bm25", "recency"]
+    assert probe_eval["facts"]["fc"]["samples"] == len(SAMPLES) and probe_eval["facts"]["empty"]["f1"] == 0.0
+    assert "judge_agreement_identification" in probe_eval["facts"]
     redone = json.loads(rerun.stdout)
     statuses = {s["stage"]: s["status"] for s in redone["stages"]}
     assert statuses["probe_evidence"] == "reused" and statuses["probe_assembly"] == "generated"
@@ -68,7 +80,8 @@ def test_probe_is_generated_attacked_stored_exported_and_rerun_from_assembly(cli
     with duckdb.connect(str(cli.home / "sopforge.duckdb"), read_only=True) as con:
         families = dict(con.execute("SELECT stage, family FROM artifacts").fetchall())
         assert families == {s: (None if s == "context" else "probe") for s in STAGES}
-        assert con.execute("SELECT count(*) FROM llm_calls WHERE family = 'probe'").fetchone() == (calls - 1 + len(SAMPLES),)
+        assert con.execute("SELECT count(*) FROM llm_calls WHERE family = 'probe' AND stage LIKE 'probe_%'").fetchone() \
+            == (calls - 1 + len(SAMPLES),)
         distractor_keys = [k for (k,) in con.execute(
             "SELECT call_key FROM llm_calls WHERE stage = 'probe_distractors' AND call_key LIKE '%-q_/a1'").fetchall()]
         assert len(distractor_keys) == 3 * len(SAMPLES), "one small ask per kind and sample at this size"

@@ -58,13 +58,14 @@ def evaluate(
     model: Optional[str] = typer.Option(None, help="The model under evaluation (default: the provider's)."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI/Anthropic-compatible server URL."),
     family: list[str] = typer.Option([], "--family", help="Evaluate this family (repeatable; default: every one "
-                                                          "that can be evaluated)."),
+                                                          "the run built that can be evaluated)."),
     agent: str = typer.Option("fc", help="fc (native function calling) or react (ReAct text agent)."),
     limit: Optional[int] = typer.Option(None, help="Only the first N tasks of each suite."),
     max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Model turns per task (default 10 fc, 15 react)."),
     temperature: float = typer.Option(0.5, help="Sampling temperature (SOP-Bench: 0.5)."),
     ablations: bool = typer.Option(False, "--ablations", help="Also run each SOP variant and the minimal registry."),
-    judge_model: Optional[str] = typer.Option(None, "--judge-model", help="Model of the LLM judge (TOD task 3)."),
+    judge_model: Optional[str] = typer.Option(None, "--judge-model",
+                                              help="Model of the LLM judges (TOD task 3, PROBE T24 and T25)."),
     retry_errors: bool = typer.Option(False, "--retry-errors", help="Run again the items stored with an error."),
     home: Optional[Path] = typer.Option(None, help="State folder (default $SOPFORGE_HOME or ./artifacts)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
@@ -87,10 +88,14 @@ def evaluate(
     if agent not in AGENT_KINDS:
         raise UserError(f"unknown agent {agent!r}: choose fc or react")
     choices = evaluable()
-    families = family or list(choices)
+    # By default, the evaluable families this run built (a sop_tools-only run has no PROBE export to evaluate).
+    built = ((record.config or {}).get("spec") or {}).get("families") or list(choices)
+    families = family or [f for f in choices if f in built]
     unknown = [f for f in families if f not in choices]
     if unknown:
         raise UserError(f"the {', '.join(unknown)} family has no evaluation yet: choose from {', '.join(choices)}")
+    if not families:
+        raise UserError(f"run {record.id} built none of the families that can be evaluated ({', '.join(choices)})")
     provider = provider or settings.provider
     build_provider(provider, settings=settings, base_url=base_url, check_only=True)  # unknown name, missing key
     options = EvalOptions(families=families, provider=provider, model=model or settings.model or default_model(provider),

@@ -127,7 +127,8 @@ class SyntheticProbe:
             ("Guess that action WITHOUT", self.persona_adversary), ("Datastore (id | type", self.title_adversary),
             ("<sources>\n{\"sources\"", self.sources), ("<checklist>", self.checklist), ("<evidence_plan>", self.plan), ('"quality_score"', self.review),
             ('"evidence_of"', self.conveys), ("state that bottleneck in two or three sentences", self.reader),
-            ("who_blocked", self.identification), ("<changed>", self.hard_negative), ("<document>", self.documents),
+            ("who_blocked", self.identification), ("critical_parameters_met", self.parameters),
+            ("<datastore>", self.agent), ("<changed>", self.hard_negative), ("<document>", self.documents),
         )
 
     # --- the world ---------------------------------------------------------------------------------------------
@@ -252,6 +253,18 @@ class SyntheticProbe:
                '"who_blocker": "correct", "what_task": "correct", "why_root_cause": "correct"}, ' \
                '"non_essential_details_analysis": {"when_deadline": "correct", "where_system": "n/a", ' \
                '"how_mechanism": "n/a", "impact_scope": "n/a"}, "reasoning": "matches"}</verdict>'
+
+    def parameters(self, prompt: str, item: str, rng: random.Random) -> str:
+        return '<verdict>{"judgment": "CORRECT", "reasoning": "all there", "parameter_analysis": ' \
+               '{"critical_parameters_met": true, "would_resolve_bottleneck": "yes"}, "confidence": 0.9}</verdict>'
+
+    def agent(self, prompt: str, item: str, rng: random.Random) -> str:
+        """An evaluated agent that guesses: two documents and an action at random, a vague bottleneck."""
+        docs = re.findall(r'<item id="(d[0-9a-f]{8})"', prompt)
+        actions = re.findall(r"^- (\w+) \(", _block(prompt, "available_actions"), re.M)
+        return "<answer>" + json.dumps({"retrieved_documents": rng.sample(docs, 2), "bottleneck": "Something is late.",
+                                        "action": {"function_name": rng.choice(actions),
+                                                   "parameters": {"owner": "someone"}}}) + "</answer>"
 
     # --- documents -----------------------------------------------------------------------------------------------
     def documents(self, prompt: str, item: str, rng: random.Random) -> str:
