@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from sopforge.llm.output_limits import max_tokens_for
+
 if TYPE_CHECKING:
     from sopforge.theme import ThemeSpec
 
@@ -127,9 +129,14 @@ class ProbeSpec(BaseModel):
                              f"already has up to {needed} true positives and hard negatives")
         return self
 
-    def first_try_calls(self, max_tokens: int = 8192) -> dict[str, int]:
+    def first_try_calls(self, max_tokens: int | None = None) -> dict[str, int]:
         """LLM calls each PROBE stage makes when every answer passes on its first try and no sample is revised
-        (the pre-run estimate and the progress line): the floor of a run's calls, not its ceiling."""
+        (the pre-run estimate and the progress line): the floor of a run's calls, not its ceiling.
+
+        Args:
+            max_tokens: ``SOPFORGE_MAX_TOKENS`` when set; the distractor stage's own budget bounds it.
+        """
+        max_tokens = max_tokens_for("probe_distractors", None, max_tokens)
         difficulties = [self.difficulty_of(i) for i in range(self.personas)]
         samples = [d for d in difficulties for _ in range(self.bottlenecks.of(d))]
         per_ask = {kind: max(1, min(self.distractor_batch, int(max_tokens * 0.75) // (int(words[1] * 1.4) + 120)))

@@ -14,13 +14,13 @@ import pytest
 from sopforge.families.probe.models.bottlenecks import Bottleneck
 from sopforge.families.probe.models.documents import parse_document
 from sopforge.families.probe.models.world import PersonalContext
-from sopforge.families.probe.stages import world as world_stage
 from sopforge.families.probe.verify.bottleneck_checks import check_bottlenecks
 from sopforge.families.probe.verify.dates import future_told_as_past, mentioned_dates
 from sopforge.families.probe.verify.document_checks import check_document
 from sopforge.families.probe.verify.world_checks import check_personal, check_relationships
 from sopforge.prompts import default_registry
 from conftest import SLUG, pharmacy_world
+from synthetic import synthetic_chain
 
 AS_OF = date(2026, 3, 2)
 
@@ -114,25 +114,26 @@ def test_the_world_model_every_later_prompt_shows_starts_with_its_as_of_day():
     assert pharmacy_world().to_prompt_text().startswith("As of: 2026-03-02 (today).")
 
 
-def test_the_world_stage_reasks_a_personal_context_that_tells_a_later_date_as_past(context, settings, model):
-    from conftest import recorded
-    from sopforge.families.probe.models.world import PersonaSet
-    from sopforge.families.probe.stages import personas as personas_stage
+def test_the_world_stage_reasks_a_personal_context_that_tells_a_later_date_as_past(context, settings, options):
+    """The synthetic model's personal context, with one goal told as done in January 2027, is re-asked once
+    with that sentence and the as-of day quoted; the second (unspoiled) answer is kept."""
+    from synthetic import SyntheticProbe
 
-    llm, _ = model("probe_personas")
-    personas = personas_stage.run(personas_stage.PersonasInputs(theme_slug=SLUG, context=context,
-                                                                difficulties=["easy", "hard"], as_of="2026-03-02"),
-                                  llm=llm, settings=settings, model="m", temperature=0).artifact
-    good = recorded("probe_world", "p1-personal")
-    personal = json.loads(good.split("<personal_context>")[1].split("</personal_context>")[0])
-    personal["current_goals"][0] = "Finished moving every refill reminder to text messages in January 2027."
-    wrong = "<personal_context>\n" + json.dumps(personal) + "\n</personal_context>"
-    llm, provider = model("probe_world", {"p1-personal": wrong})
-    recorded_or_wrong = provider._responder
-    provider._responder = lambda r: good if r.call_key.endswith("p1-personal/a2") else recorded_or_wrong(r)
-    worlds = world_stage.run(world_stage.WorldInputs(theme_slug=SLUG, context=context, personas=personas,
-                                                     today="2026-03-02"),
-                             llm=llm, settings=settings, model="m", temperature=0).artifact
+    honest = SyntheticProbe()
+    asked: list[str] = []
+
+    def spoiled_once(prompt: str) -> str:
+        asked.append(prompt)
+        good = honest.answer(prompt, f"{SLUG}/probe_world/p1-personal/a{len(asked)}")
+        if len(asked) > 1:
+            return good
+        personal = json.loads(good.split("<personal_context>")[1].split("</personal_context>")[0])
+        personal["current_goals"][0] = "Finished moving every refill reminder to text messages in January 2027."
+        return "<personal_context>\n" + json.dumps(personal) + "\n</personal_context>"
+
+    out, provider = synthetic_chain(context, options, settings, until="probe_world",
+                                    synthetic=SyntheticProbe({"p1-personal": spoiled_once}))
     reask = next(r for r in provider.requests if r.call_key.endswith("p1-personal/a2"))
     assert "January 2027" in reask.messages[-1].content and "as of 2026-03-02" in reask.messages[-1].content
-    assert isinstance(worlds.of("p1").personal, PersonalContext)
+    assert len(asked) == 2 and isinstance(out["probe_world"].of("p1").personal, PersonalContext)
+    assert not any("2027" in goal for goal in out["probe_world"].of("p1").personal.current_goals)

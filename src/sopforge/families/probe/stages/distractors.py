@@ -39,6 +39,7 @@ from sopforge.families.probe.stages.verified import date_window, document_parser
 from sopforge.families.probe.verify.document_checks import check_document
 from sopforge.families.probe.verify.judges import CONVEYS_TEMPLATE
 from sopforge.funnel import Funnel
+from sopforge.llm.output_limits import max_tokens_for
 from sopforge.llm.types import LLMClient
 from sopforge.prompts import PromptRegistry
 from sopforge.settings import Settings
@@ -178,7 +179,8 @@ def run(inputs: DistractorsInputs, *, llm: LLMClient, settings: Settings, model:
     asker = Asker(STAGE, inputs.theme_slug, TEMPLATE_IDS, llm=llm, settings=settings, model=model,
                   temperature=temperature, feedback=feedback, registry=registry)
     options, funnel = inputs.options, Funnel()
-    asks = planned_asks(inputs, settings.max_tokens)
+    # the budget each distractor ask gets (the stage's own, bounded by the model and SOPFORGE_MAX_TOKENS)
+    asks = planned_asks(inputs, max_tokens_for(STAGE, model, settings.max_tokens))
     by_sample: dict[str, list[JudgedDocument]] = {}
     for ask, (child, found, kept) in zip(asks, fan_out(
             lambda a: _one_ask(asker, a, inputs.worlds.of(a.persona.persona_id), options), asks, "distractor ask")):
