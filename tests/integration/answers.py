@@ -9,9 +9,6 @@ from sopforge.llm.providers._files import read_response, split_front_matter
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDINGS = ROOT / "examples" / "recordings" / "pharmacy_refills"
-# PROBE's answers until the PROBE issue re-records them (tests/fixtures/probe_handwritten/README.md).
-PROBE_RECORDINGS = ROOT / "tests" / "fixtures" / "probe_handwritten"
-PROBE_CALLS = len(list(PROBE_RECORDINGS.glob("pharmacy_refills__probe_*.response.md")))
 # The SOP-Maze (maze_*) family's recordings are counted apart: calls of a run that builds that family.
 MAZE_CALLS = len(list(RECORDINGS.glob("*__maze_*.response.md")))
 # Every LLM call of the example run of the sop_tools family (and the shared context), re-asks

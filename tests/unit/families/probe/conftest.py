@@ -1,8 +1,8 @@
-"""PROBE fixtures: the recorded business context, a hand-built world, the synthetic model, and a model answering by call key."""
+"""PROBE fixtures: the demo's business context (answered by an independent model), a hand-built world and the
+synthetic model. No PROBE answer comes from a recording, so re-recording the example cannot break these tests."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,24 +12,12 @@ from sopforge.families.probe.models.world import (
     OrgStructure, Persona, PersonalContext, Relationship, WorldModel,
 )
 from sopforge.families.probe.options import ProbeSpec
-from sopforge.llm.gateway import Gateway
 from sopforge.llm.providers._files import read_response
-from sopforge.llm.providers.scripted import ScriptedProvider
-from sopforge.llm.types import LLMRequest
 from sopforge.settings import Settings
 
-# The previous round's PROBE answers and the context they build on (see the folder's README).
-RECORDINGS = Path(__file__).resolve().parents[4] / "tests" / "fixtures" / "probe_handwritten"
+# The demo's recordings: only their business context is read here.
+RECORDINGS = Path(__file__).resolve().parents[4] / "examples" / "recordings" / "pharmacy_refills"
 SLUG = "pharmacy_refills"
-
-
-def recorded(stage: str, item: str) -> str:
-    return read_response(RECORDINGS / f"{SLUG}__{stage}__{item}__a1.response.md")[1]
-
-
-def item_of(request: LLMRequest) -> str:
-    """``p1-b1-tp1-c1`` from the call key ``pharmacy_refills/probe_evidence/p1-b1-tp1-c1/a1``."""
-    return request.call_key.split("/")[2]
 
 
 @pytest.fixture
@@ -45,27 +33,9 @@ def context() -> BusinessContext:
     return BusinessContext.parse(read_response(RECORDINGS / f"{SLUG}__context__main__a1.response.md")[1], theme="t")
 
 
-def replay(stage: str, settings: Settings, overrides: dict[str, str] | None = None) -> tuple[Gateway, ScriptedProvider]:
-    """A gateway whose model answers each call of ``stage`` with its recording, unless ``overrides`` has its item."""
-    overrides = overrides or {}
-
-    def respond(request: LLMRequest) -> str:
-        item = item_of(request)
-        return overrides[item] if item in overrides else recorded(stage, item)
-
-    provider = ScriptedProvider(respond)
-    return Gateway(provider, ledger=None, settings=settings, sleep=lambda _s: None), provider
-
-
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     return Settings(home=tmp_path / "home", max_attempts=2, provider="scripted")
-
-
-@pytest.fixture
-def model(settings: Settings) -> Callable[..., tuple[Gateway, ScriptedProvider]]:
-    """``model(stage, overrides)``: answers each call with its recording unless ``overrides`` has its item."""
-    return lambda stage, overrides=None: replay(stage, settings, overrides)
 
 
 def pharmacy_world(**changes) -> WorldModel:
