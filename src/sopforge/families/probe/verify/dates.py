@@ -7,7 +7,7 @@ here read the dates a text mentions (ISO, "March 9, 2026", "9 March 2026", "Nove
 "Q4 2026", "03/09/2026", and a bare year after "in", "by", "since"...), and refuse a sentence that
 mentions a date after the reference day in the past tense without any word that makes it a plan
 ("completed the migration in November 2026" is refused, "complete the migration by November 2026"
-is not). A document is read against its own date: an e-mail of 2026-02-20 cannot report what
+is not), clause by clause where a comma and a conjunction join clauses of their own tense. A document is read against its own date: an e-mail of 2026-02-20 cannot report what
 happened on 2026-02-27.
 """
 
@@ -47,6 +47,10 @@ _PAST = re.compile(
     # a subject with a verb in -ed ("we resubmitted", "she updated"), or a perfect ("has been", "have sent")
     r"|\b(we|i|they|she|he|it|you)\s+\w+ed\b|\b(has|have)\s+(been|\w+ed)\b", re.I)
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
+# Clauses joined by a conjunction after a comma each have their own tense: "Priya finished the list on
+# 2026-02-26, but she never sent it, and his calendar shows him on leave from 2026-03-09" tells the leave
+# as planned (an independent answerer's bottleneck was refused for it when the sentence was read whole).
+_CLAUSE = re.compile(r",\s+(?=(?:but|and|while|whereas|although|though|yet|so)\b)|\s+[\u2014\u2013]\s+|\s+-{1,2}\s+", re.I)
 
 
 def _month(word: str) -> int:
@@ -97,9 +101,11 @@ def future_told_as_past(text: str, reference: date) -> list[str]:
     """Sentences of ``text`` that tell something after ``reference`` as already done."""
     bad = []
     for sentence in _SENTENCE.split(text):
-        later = [w for w, d in mentioned_dates(sentence) if d > reference]
-        if later and _PAST.search(sentence) and not _FUTURE.search(sentence):
-            bad.append(sentence.strip())
+        for clause in _CLAUSE.split(sentence):
+            later = [w for w, d in mentioned_dates(clause) if d > reference]
+            if later and _PAST.search(clause) and not _FUTURE.search(clause):
+                bad.append(sentence.strip())
+                break
     return bad
 
 
