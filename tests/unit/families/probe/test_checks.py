@@ -180,3 +180,17 @@ def test_two_sample_tests_catch_evidence_that_is_longer_than_everything_else():
     assert tests["tokens"].separable and tests["tokens"].true_positives > tests["tokens"].distractors
     similar = {t.feature: t for t in two_sample_tests(short[:6], short[6:], alpha=0.05)}
     assert not any(t.separable for t in similar.values())
+
+
+def test_a_plan_may_name_a_listed_system_without_its_qualifier():
+    """T12 listed "Patient Care shared drive, 'Flagship_MedSync_March.xlsx'" and an independent answerer's plan
+    wrote "Patient Care shared drive": the same system. A part of a name, or another system, is not."""
+    from sopforge.families.probe.verify.plan_checks import names_system
+
+    systems = ["Patient Care shared drive, 'Flagship_MedSync_March.xlsx'",
+               "Pharmacy management system (renewal trigger report and prescription records)"]
+    assert names_system("Patient Care shared drive", systems)
+    assert names_system("pharmacy  management system", systems)
+    assert names_system(systems[1], systems)
+    assert not names_system("Patient Care", systems)
+    assert not names_system("Renewal desk shared drive", systems)

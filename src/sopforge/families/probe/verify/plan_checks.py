@@ -8,7 +8,21 @@ from sopforge.families.probe.models.sets import Checklist, EvidencePlanEntry
 from sopforge.families.probe.models.world import WorldModel
 from sopforge.families.probe.verify.values import ExpectedValue, missing_values
 
-__all__ = ["check_checklist", "check_plan"]
+__all__ = ["check_checklist", "check_plan", "names_system"]
+
+
+def names_system(named: str, systems: list[str]) -> bool:
+    """Whether ``named`` is one of ``systems``, whole or by the name before its qualifier: T12 lists a system as
+    "Patient Care shared drive, 'Flagship_MedSync_March.xlsx'" or "Pharmacy management system (renewal
+    report)", and a plan that writes "Patient Care shared drive" names it (an independent answerer's plan was
+    refused for that)."""
+    wanted = " ".join(named.lower().split()).strip(" .'\"")
+    for system in systems:
+        full = " ".join(system.lower().split())
+        rest = full[len(wanted):].lstrip() if full.startswith(wanted) else None
+        if wanted == full or (len(wanted) > 3 and rest and rest[0] in ",(:-\u2013\u2014"):
+            return True
+    return False
 
 
 def check_checklist(checklist: Checklist, solver: Action) -> list[CheckResult]:
@@ -40,8 +54,7 @@ def check_plan(plan: list[EvidencePlanEntry], world: WorldModel, expected: int,
     roles = [e.evidence_role.lower().strip() for e in plan]
     kinds = {e.document_type for e in plan}
     unplanned = missing_values(list(values), [e.key_information for e in plan])
-    known = {x.lower() for x in systems}
-    odd_sources = [e.source_system for e in plan if e.source_system and (e.source_system.lower() not in known
+    odd_sources = [e.source_system for e in plan if e.source_system and (not names_system(e.source_system, systems)
                                                                          or e.document_type != "document")]
     return [
         check("probe_plans.plan_count", len(plan) == expected,
