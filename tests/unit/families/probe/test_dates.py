@@ -41,6 +41,7 @@ def test_dates_are_read_in_the_forms_people_write_them():
     "The Surescripts pilot launched on 2026-09-14 and cut call volume.",
     "The audit was planned in 2025, and the team completed it in November 2026.",
     "In November 2026, we migrated every store to PioneerRx.",
+    "We moved every store onto PioneerRx in November 2026.",
 ])
 def test_a_later_date_told_as_past_is_found(sentence):
     assert future_told_as_past(sentence, AS_OF) == [sentence]
@@ -54,6 +55,10 @@ def test_a_later_date_told_as_past_is_found(sentence):
     # an independent answerer's bottleneck, refused when the sentence was read whole (its leave is planned)
     "Priya finished the list in the shared document on 2026-02-26, but she never sent it to Thomas Kowalczyk for "
     "sign-off, and his calendar shows him on leave from 2026-03-09 to 2026-03-13.",
+    # rescheduling notes of an independent answerer's documents (a new slot is a plan)
+    "- Start moved from Monday 2026-03-02 to Tuesday 2026-03-03, his first day in that week.",
+    "Planned start: Tuesday 2026-03-03; the start is to be moved from Monday 2026-03-02.",
+    "19 consenting patients, 42 maintenance prescriptions, moved to one monthly pickup on 2026-03-28.",
 ])
 def test_plans_and_past_events_before_today_are_accepted(sentence):
     assert future_told_as_past(sentence, AS_OF) == []

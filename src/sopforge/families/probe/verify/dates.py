@@ -39,7 +39,11 @@ _FUTURE = re.compile(
     r"\b(will|shall|by|due|scheduled|schedule|planned|plan|plans|planning|target|targets|targeted|deadline|"
     r"expected|expects|expect|upcoming|next|until|till|before|goal|goals|aim|aims|aiming|intend|intends|"
     r"pending|starting|starts|begins|launching|launches|goes|going|renews|renewal|expires|expiring|"
-    r"projected|forecast|proposed|tentative)\b", re.I)
+    r"projected|forecast|proposed|tentative)\b"
+    # a new slot, not a past event: "start moved from 2026-03-02 to 2026-03-03", "moved to one monthly pickup on
+    # 2026-03-28", "is to be moved" (an independent answerer's rescheduling notes were refused for "moved")
+    r"|\b(moved|shifted|pushed|brought|rescheduled|postponed|deferred|rebooked)\s+(back\s+|forward\s+|up\s+)?(from|to)\b"
+    r"|\bto\s+be\s+\w+(ed|en)\b", re.I)
 _PAST = re.compile(
     r"\b(was|were|had|did|completed|finished|launched|went|rolled|started|began|signed|hired|joined|since|ago|"
     r"previously|achieved|delivered|closed|migrated|implemented|passed|received|resolved|ended|expired|"
