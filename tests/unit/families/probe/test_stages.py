@@ -117,7 +117,13 @@ def test_a_sample_the_adversary_solves_is_revised_with_its_reasoning_and_then_ke
     assert any("rewrote true positive" in c for c in sample.rounds[0].revised)
     assert any("added camouflage" in c for c in sample.rounds[0].revised)
     assert not first_tps & set(sample.true_positives), "the evidence was rewritten"
-    assert sum(artifact.documents[i].origin == "camouflage" for i in sample.datastore) == 2
+    # each rewritten true positive gets a camouflage item with its surface (the rewrite gave it a new id, and
+    # once no camouflage mirrored it), then two more in the areas of other actions (the action was picked too)
+    assert sum(artifact.documents[i].origin == "camouflage" for i in sample.datastore) == 4
+    rewritten = [artifact.documents[i] for i in sample.true_positives]
+    mirrors = [prompt_of(provider, f"p1-b1-r1-camo{n}-c1") for n in (1, 2)]
+    assert all(f"the same sender: {tp.sender}" in m and f"the same date: {tp.date}" in m
+               for tp, m in zip(rewritten, mirrors))
     assert funnel_of(artifact, "hardening")["round 1"] == {"component": "hardening", "item_type": "round 1",
                                                            "generated": 1, "verified": 1, "retried": 0,
                                                            "dropped": 0, "kept": 1}

@@ -141,6 +141,9 @@ def revise(parent: Asker, state: SampleState, rnd: int, options: ProbeSpec) -> t
     numbered_b = numbered([b.description for b in persona.bottlenecks])
     values = expected_values(state.plan.checklist.task_selection_step.parameters)
     before = list(state.tps)
+    # the positions of the flagged true positives: a rewrite gives them new ids, and their camouflage must still
+    # mirror them (keyed by the old ids, the camouflage of rewritten evidence was never asked)
+    flagged = [(j, matched.get(tp.id, [])) for j, tp in enumerate(state.tps) if tp.id in notes]
 
     def rewrite(doc: Document, role: str, item: str, lines: list[str]) -> Document | None:
         words = tuple(options.words[doc.kind])
@@ -187,7 +190,7 @@ def revise(parent: Asker, state: SampleState, rnd: int, options: ProbeSpec) -> t
         state.tps = before
         changed = [c for c in changed if not c.startswith("rewrote true positive")]
         changed.append("the rewritten evidence no longer sufficed to identify the bottleneck; kept the previous version")
-    changed += _camouflage(asker, state, rnd, options, notes, matched, solving, funnel)
+    changed += _camouflage(asker, state, rnd, options, [(state.tps[j], words) for j, words in flagged], solving, funnel)
     return asker, funnel, changed
 
 
@@ -202,24 +205,27 @@ def _still_sufficient(asker: Asker, state: SampleState, rnd: int) -> bool:
     return verdict.score() > 0
 
 
-def _camouflage(asker: Asker, state: SampleState, rnd: int, options: ProbeSpec, notes: dict[str, list[str]],
-                matched: dict[str, list[str]], solving: list[AttackResult], funnel: Funnel) -> list[str]:
-    """New distractors sharing the surface the attacks exploited; each checked and judged like every distractor."""
+def _camouflage(asker: Asker, state: SampleState, rnd: int, options: ProbeSpec, mirrored: list[tuple[Document, list[str]]],
+                solving: list[AttackResult], funnel: Funnel) -> list[str]:
+    """New distractors sharing the surface the attacks exploited (``mirrored``: each flagged true positive as it
+    now reads, with the words the attacks matched in it); each checked and judged like every distractor. They
+    are mandatory in the datastore, so at most as many as leave one distractor under ``max_documents``."""
     world, persona, sid = state.world, state.persona, state.sid
     areas = work_areas(world, persona)
     rng = random.Random(f"{options.seed}:{sid}:camouflage:{rnd}")
     rng.shuffle(areas)
     wanted: list[tuple[str, Document, str]] = []  # (surface, mirrored item, work area)
-    for n, tp in enumerate(d for d in state.tps if d.id in notes):
-        wanted.append((_surface(tp, matched.get(tp.id, [])), tp, areas[n % len(areas)]))
+    for n, (tp, words) in enumerate(mirrored):
+        wanted.append((_surface(tp, words), tp, areas[n % len(areas)]))
     if any(r.kind == "action" for r in solving):
         others = [a for a in persona.actions if a.id != state.solver.id]
         for a in rng.sample(others, min(2, len(others))):
             tp = state.tps[len(wanted) % len(state.tps)]
             wanted.append((f"- the same kind of item as the rest of the datastore\n- these words, used naturally: "
                            f"{', '.join(sorted(content_words(a.description))[:10])}", tp, a.description))
+    room = options.max_documents - 1 - len(state.tps) - len(state.hns) - len(state.camouflage)
     added = []
-    for n, (surface, tp, area) in enumerate(wanted, 1):
+    for n, (surface, tp, area) in enumerate(wanted[:max(room, 0)], 1):
         item = f"{sid}-r{rnd}-camo{n}"
         low, high = options.words[tp.kind]
         words = (max(low, int(tp.words * 0.85)), min(high, max(int(tp.words * 1.15), max(low, int(tp.words * 0.85)) + 10)))
