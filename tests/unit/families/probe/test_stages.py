@@ -124,6 +124,9 @@ def test_a_sample_the_adversary_solves_is_revised_with_its_reasoning_and_then_ke
     mirrors = [prompt_of(provider, f"p1-b1-r1-camo{n}-c1") for n in (1, 2)]
     assert all(f"the same sender: {tp.sender}" in m and f"the same date: {tp.date}" in m
                for tp, m in zip(rewritten, mirrors))
+    # and at least as long, so the evidence is not the longest of its look-alikes
+    assert all(int(re.search(r"has a body of (\d+)-", m).group(1)) >= min(tp.words, small.words[tp.kind][1] - 10)
+               for tp, m in zip(rewritten, mirrors))
     assert funnel_of(artifact, "hardening")["round 1"] == {"component": "hardening", "item_type": "round 1",
                                                            "generated": 1, "verified": 1, "retried": 0,
                                                            "dropped": 0, "kept": 1}

@@ -127,7 +127,7 @@ def _paired_hard_negatives(state: SampleState, solving: list[AttackResult]) -> l
 def _surface(tp: Document, words: list[str]) -> str:
     lines = [f"- the same sender: {tp.sender}", f"- the same date: {tp.date}",
              f"- a subject or title in the same style as {tp.title!r} (same length and tone, other words)",
-             f"- about the same length: {tp.words} words"]
+             f"- at least the same length: {tp.words} words or a little more"]
     return "\n".join(lines + ([f"- these words, used naturally: {', '.join(words)}"] if words else []))
 
 
@@ -228,7 +228,10 @@ def _camouflage(asker: Asker, state: SampleState, rnd: int, options: ProbeSpec, 
     for n, (surface, tp, area) in enumerate(wanted[:max(room, 0)], 1):
         item = f"{sid}-r{rnd}-camo{n}"
         low, high = options.words[tp.kind]
-        words = (max(low, int(tp.words * 0.85)), min(high, max(int(tp.words * 1.15), max(low, int(tp.words * 0.85)) + 10)))
+        # at least as long as the item it mirrors, so the evidence is not the longest of its look-alikes (an
+        # independent answerer's title adversary, once titles, senders and dates matched, picked the longest)
+        shortest = max(low, min(tp.words, high - 10))
+        words = (shortest, min(high, max(int(tp.words * 1.25), shortest + 10)))
         parse = document_parser(tp.kind, world, words=words, bottlenecks=persona.bottlenecks, own=None)
 
         def generate(cycle: int, reasons: str | None, surface=surface, area=area, kind=tp.kind, words=words,
