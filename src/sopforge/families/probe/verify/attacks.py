@@ -31,7 +31,6 @@ from collections import Counter
 from collections.abc import Callable
 
 import numpy as np
-from scipy import stats
 
 from sopforge.families.probe.models.bottlenecks import Action
 from sopforge.families.probe.models.documents import Document
@@ -171,6 +170,8 @@ def search_result(name: str, picked: list[str] | dict[str, float], true_ids: lis
         chosen = certain = list(dict.fromkeys(picked))[:k]
     hits = len(set(chosen) & set(true_ids))
     sure = len(set(certain) & set(true_ids))
+    from scipy import stats  # here, not at the top: every CLI command that loads the family would pay for it
+
     p_value = float(stats.hypergeom.sf(sure - 1, n_docs, k, len(certain))) if sure else 1.0
     return AttackResult(name=name, kind="search", picked=chosen, hits=hits,
                         f1=search_scores(chosen, true_ids)["f1"], random=round(k / n_docs, 4) if n_docs else 0.0,
@@ -185,6 +186,8 @@ def set_p_value(results: list[AttackResult], sizes: list[tuple[int, int, int]]) 
         sizes: Per sample (|D|, |T|, |A|): the random distribution of its hits (hypergeometric for a search
             attack, Bernoulli(1/|A|) for an action attack), summed by convolution.
     """
+    from scipy import stats  # lazily, as in search_result
+
     total = sum(r.hits for r in results)
     if total == 0:
         return 1.0
