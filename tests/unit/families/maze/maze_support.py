@@ -115,3 +115,28 @@ class FakeModel:
         if shortcut == "last_turn":  # the last turn alone: only what it says itself, as the true values
             reading["facts"] = {f: plan.facts[f] for f in plan.turns[-1].facts}
         return extraction_answer([reading])
+
+
+def export_scripted_run(context, scripted, settings, exports_dir: Path, run_id: str):
+    """Instances, baselines and package of the fixture trees answered by :class:`FakeModel`.
+
+    Returns:
+        The run's export folder (``exports_dir/<run_id>``) and the maze_baselines report.
+    """
+    from sopforge.families.maze.stages import baselines as baselines_stage
+    from sopforge.families.maze.stages import instances as instances_stage
+    from sopforge.families.maze.stages import package as package_stage
+
+    fake = FakeModel([load_lrs()], [load_hrs()], SMALL)
+    gateway, _ = scripted(fake)
+    lrs, hrs = ScenarioSet(kind="LRS", scenarios=fake.lrs), ScenarioSet(kind="HRS", scenarios=fake.hrs)
+
+    def run(stage, inputs):
+        return stage(inputs, llm=gateway, settings=settings, model="m", temperature=0.0).artifact
+
+    built = run(instances_stage.run, instances_stage.InstancesInputs(theme_slug="t", context=context, lrs=lrs,
+                                                                      hrs=hrs, options=SMALL))
+    report = run(baselines_stage.run, baselines_stage.BaselinesInputs(theme_slug="t", lrs=lrs, hrs=hrs, instances=built))
+    package_stage.run(package_stage.PackageInputs(run_id=run_id, theme="t", theme_slug="t", lrs=lrs, hrs=hrs,
+                                                  instances=built, baselines=report, exports_dir=exports_dir))
+    return exports_dir / run_id, report

@@ -7,31 +7,19 @@ import json
 
 import pytest
 
-from maze_support import SMALL, FakeModel, load_hrs, load_lrs
+from maze_support import export_scripted_run, load_hrs, load_lrs
 from sopforge.errors import UserError
 from sopforge.evaluation.protocol import EvalContext, EvalOptions, ItemRecord
 from sopforge.families import load_family
 from sopforge.families.maze import evaluation
-from sopforge.families.maze.models.scenario import ScenarioSet
-from sopforge.families.maze.stages import baselines as baselines_stage
-from sopforge.families.maze.stages import instances as instances_stage
-from sopforge.families.maze.stages import package as package_stage
 from sopforge.families.maze.verify.shortcuts import first_option_answer
 
 
 @pytest.fixture
 def generated(pharmacy_context, scripted, settings, tmp_path):
     """An exported maze run (the scripted writer and reader) and its maze_baselines artifact."""
-    fake = FakeModel([load_lrs()], [load_hrs()], SMALL)
-    gateway, _ = scripted(fake)
-    lrs, hrs = ScenarioSet(kind="LRS", scenarios=fake.lrs), ScenarioSet(kind="HRS", scenarios=fake.hrs)
-    run = lambda stage, inputs: stage(inputs, llm=gateway, settings=settings, model="m", temperature=0.0).artifact  # noqa: E731
-    built = run(instances_stage.run, instances_stage.InstancesInputs(theme_slug="t", context=pharmacy_context, lrs=lrs,
-                                                                      hrs=hrs, options=SMALL))
-    report = run(baselines_stage.run, baselines_stage.BaselinesInputs(theme_slug="t", lrs=lrs, hrs=hrs, instances=built))
-    package_stage.run(package_stage.PackageInputs(run_id="r-1", theme="t", theme_slug="t", lrs=lrs, hrs=hrs,
-                                                  instances=built, baselines=report, exports_dir=tmp_path / "exports"))
-    return tmp_path / "exports" / "r-1", report.model_dump(mode="json")
+    folder, report = export_scripted_run(pharmacy_context, scripted, settings, tmp_path / "exports", "r-1")
+    return folder, report.model_dump(mode="json")
 
 
 def context(export_dir, baselines, settings, **options) -> EvalContext:

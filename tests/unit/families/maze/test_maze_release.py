@@ -8,12 +8,8 @@ import random
 
 import pytest
 
-from maze_support import SMALL, FakeModel, load_hrs, load_lrs
+from maze_support import export_scripted_run
 from sopforge.families.maze.models.execution import Turn, compile_logic, run_values
-from sopforge.families.maze.models.scenario import ScenarioSet
-from sopforge.families.maze.stages import baselines as baselines_stage
-from sopforge.families.maze.stages import instances as instances_stage
-from sopforge.families.maze.stages import package as package_stage
 from sopforge.families.maze.verify import release
 from sopforge.families.maze.verify.release import Interpreter, release_problems
 from sopforge.families.maze.verify.shortcuts import answer_key
@@ -80,16 +76,7 @@ def test_precedence_is_read_from_the_tree(lrs):
 
 @pytest.fixture
 def export(pharmacy_context, scripted, settings, tmp_path):
-    fake = FakeModel([load_lrs()], [load_hrs()], SMALL)
-    gateway, _ = scripted(fake)
-    lrs, hrs = ScenarioSet(kind="LRS", scenarios=fake.lrs), ScenarioSet(kind="HRS", scenarios=fake.hrs)
-    run = lambda stage, inputs: stage(inputs, llm=gateway, settings=settings, model="m", temperature=0.0).artifact  # noqa: E731
-    built = run(instances_stage.run, instances_stage.InstancesInputs(theme_slug="t", context=pharmacy_context, lrs=lrs,
-                                                                      hrs=hrs, options=SMALL))
-    report = run(baselines_stage.run, baselines_stage.BaselinesInputs(theme_slug="t", lrs=lrs, hrs=hrs, instances=built))
-    package_stage.run(package_stage.PackageInputs(run_id="r", theme="t", theme_slug="t", lrs=lrs, hrs=hrs,
-                                                  instances=built, baselines=report, exports_dir=tmp_path))
-    folder = tmp_path / "r" / "maze"
+    folder = export_scripted_run(pharmacy_context, scripted, settings, tmp_path, "r")[0] / "maze"
     assert release_problems(folder) == []
     return folder
 
