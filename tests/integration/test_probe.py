@@ -39,7 +39,9 @@ def test_probe_is_generated_attacked_stored_exported_and_rerun_from_assembly(cli
     args = ("generate", "examples/themes/pharmacy_refills.yaml", "--family", "probe", "--provider", "openai",
             "--model", "m", "--json")
     env = {"OPENAI_API_KEY": "sk-test"}
-    with FakeLLMServer(synthetic.wire) as server:
+    # Each answer takes 0.3 s so asks sent together are seen together: with instant answers a loaded
+    # machine can finish one before the next arrives, and the concurrency check below would be luck.
+    with FakeLLMServer(synthetic.wire, latency=0.3) as server:
         first = cli(*args, "--base-url", server.openai_base_url, env=env, timeout=600)
         assert first.code == 0, first.stderr
         summary = json.loads(first.stdout)
