@@ -80,6 +80,7 @@ class StoreBase:
         self._location_ok = False
         self._answered: set[str] | None = None  # request hashes with a cached answer (Store.cached_response)
         self._answered_lock = threading.Lock()
+        self._answered_log: journal.AnsweredLog | None = None  # answers other processes announced since
         self._folded = False  # journals of processes that are gone folded in by this instance
 
     @classmethod

@@ -14,6 +14,11 @@ Both live in ``<database>.ledger/`` (``sopforge.duckdb.ledger/``):
   ends, so a second process asking the same prompt (a resumed run, a concurrent run of the same theme)
   waits for the first one's answer instead of paying for it again. A claim whose process is gone, or that
   is older than the caller's longest possible call, is taken over.
+- ``answered.log``: the request hash of every answer any process recorded, one line each, appended before
+  the call's claim is released. A process reads the set of answered hashes once; a concurrent run of the
+  same theme that answered a prompt *after* that read, and released its claim before this process asked,
+  was invisible to it, so this process paid again (issue 21: 40 of 190 calls of a concurrent pair). Before
+  sending, a process reads the log past where it last stopped.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from sopforge.llm.types import LLMCallRecord
 
 from .owner import STALE_AFTER, Owner, process_alive
 
-__all__ = ["Journal", "claim_file", "fold_journals", "has_orphans", "journaled_answer", "ledger_dir", "remove_folded"]
+__all__ = ["AnsweredLog", "Journal", "announce_answer", "claim_file", "fold_journals", "has_orphans", "journaled_answer", "ledger_dir", "remove_folded"]
 
 _JOURNAL_RE = re.compile(r"^journal-(\d+)-(\d+)-(.*)\.jsonl$")
 _POLL_SECONDS = (0.02, 0.05, 0.1, 0.2)
@@ -264,3 +269,63 @@ def claim_file(db_path: Path, request_hash: str, *, max_wait: float) -> Iterator
         with _held_lock:
             _held.discard(path)
         path.unlink(missing_ok=True)
+
+
+# --- answers other processes recorded ------------------------------------------------------------
+
+def _answered_log_path(db_path: Path) -> Path:
+    return ledger_dir(db_path) / "answered.log"
+
+
+def announce_answer(db_path: Path, request_hash: str) -> None:
+    """Tell every other process that ``request_hash`` has an answer now (one line, one ``write``)."""
+    path = _answered_log_path(db_path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    except OSError:
+        return  # a read-only home: no other process can record answers in it either
+    try:
+        os.write(fd, (request_hash + "\n").encode("ascii"))
+    finally:
+        os.close(fd)
+
+
+class AnsweredLog:
+    """What one process has read of ``answered.log``.
+
+    Created just before the process reads the answered hashes from the database, so every answer recorded
+    after that read is past its starting position and is seen by :meth:`announced`.
+    """
+
+    def __init__(self, db_path: Path):
+        self.path = _answered_log_path(db_path)
+        self._offset = self._size()
+        self._seen: set[str] = set()
+
+    def _size(self) -> int:
+        try:
+            return self.path.stat().st_size
+        except OSError:
+            return 0
+
+    def announced(self, request_hash: str) -> bool:
+        """Whether an answer to ``request_hash`` was announced since this log was created."""
+        self._read_new()
+        return request_hash in self._seen
+
+    def _read_new(self) -> None:
+        size = self._size()
+        if size < self._offset:
+            self._offset = 0  # the log was removed and begun again: read it from the start
+        if size == self._offset:
+            return
+        try:
+            with open(self.path, "rb") as log:
+                log.seek(self._offset)
+                chunk = log.read(size - self._offset)
+        except OSError:
+            return
+        whole = chunk[: chunk.rfind(b"\n") + 1]  # a line being written is read next time
+        self._offset += len(whole)
+        self._seen.update(whole.decode("ascii", "replace").split())

@@ -13,6 +13,9 @@ way a paid call used to be paid again or lost (issue 21):
 - **A call in flight is waited for.** The gateway claims a request before sending it; another
   process (a resumed run, a concurrent run of the same theme) asking the same prompt waits for the
   claim and takes the answer instead of paying for it again.
+- **A call another process answered since is found.** Every answer is announced in the ledger folder
+  (``journal.announce_answer``) before its claim is released; a process holding a claim it did not wait
+  for reads the announcements past where it last stopped, and takes an answer it finds there.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ class LedgerStore(StoreBase):
         record = record.model_copy(update={"params": params, "error": redact_text(record.error)})
         self._queue_write(lambda con: q.insert_call(con, record, params), record, journaled=True)
         if _answers(record):
+            journal.announce_answer(self.path, record.request_hash)
             with self._answered_lock:
                 if self._answered is not None:
                     self._answered.add(record.request_hash)
@@ -86,7 +90,16 @@ class LedgerStore(StoreBase):
             lookup: False when the answer must be sampled afresh anyway (``rerun --from``).
         """
         with journal.claim_file(self.path, request_hash, max_wait=max_wait) as waited:
-            yield self._answer_after_wait(request_hash) if waited and lookup else None
+            found = lookup and (waited or self._answered_elsewhere(request_hash))
+            yield self._answer_after_wait(request_hash) if found else None
+
+    def _answered_elsewhere(self, request_hash: str) -> bool:
+        """Whether another process announced an answer to ``request_hash`` after this one read the answered set."""
+        self._answered_hashes()  # places the log's reading position, if the set was not read yet
+        with self._answered_lock:
+            if self._answered_log is None:
+                return False
+            return self._answered_log.announced(request_hash)
 
     def _queued_answer(self, request_hash: str) -> LLMCallRecord | None:
         for queued in reversed(self._queued()):  # recorded a moment ago, not written yet
@@ -99,6 +112,8 @@ class LedgerStore(StoreBase):
         # A call recorded while it is read joins it under the same lock (record_call).
         with self._answered_lock:
             if self._answered is None:
+                # Placed before the read, so an answer recorded while it runs is read from the log later.
+                self._answered_log = journal.AnsweredLog(self.path)
                 answered = {c.request_hash for c in self._queued() if _answers(c)}
                 with self._read(flush=False) as con:
                     answered |= {h for (h,) in con.execute(

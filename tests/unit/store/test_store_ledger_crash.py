@@ -2,8 +2,9 @@
 
 Issue 21: a fresh process looking up several saved answers at once missed some (the set of answered
 hashes was published empty and filled afterwards), calls answered in the last half second before a
-SIGKILL were neither in ``llm_calls`` nor in the budget, and a second process asking a prompt that
-another one had in flight paid for it again.
+SIGKILL were neither in ``llm_calls`` nor in the budget, a second process asking a prompt that
+another one had in flight paid for it again, and so did one asking a prompt another process had
+answered after the first one read its answered set (a concurrent run of the same theme).
 """
 
 from __future__ import annotations
@@ -58,14 +59,17 @@ from sopforge.llm import Gateway, LLMRequest, Message
 from sopforge.llm.providers.openai import OpenAIProvider
 from sopforge.settings import Settings
 
-db, url, run_id, items = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4].split(",")
+db, url, run_id, items, linger = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4].split(","), sys.argv[5]
+if linger == "exit":
+    base.FLUSH_SECONDS = 0.5
 gateway = Gateway(OpenAIProvider("sk-test", url, 60.0), ledger=Store(Path(db)),
                   settings=Settings(home=Path(db).parent), run_id=run_id)
 for item in items:
     gateway.complete(LLMRequest(messages=[Message(role="user", content=f"question {item}")], model="gpt-4o-mini",
                                 call_key=f"slug/stage/{item}/a1", stage="stage"))
     print("answered", item, flush=True)
-time.sleep(600)
+if linger != "exit":
+    time.sleep(600)
 """
 
 
@@ -76,11 +80,14 @@ def ask(item: str):
                       call_key=f"slug/stage/{item}/a1", stage="stage")
 
 
-def start_child(db_path, server, run_id: str, items: list[str]):
+def start_child(db_path, server, run_id: str, items: list[str], linger: str = "sleep"):
+    """A process asking ``items``; it then sleeps with its calls only journaled, or exits (``linger="exit"``)
+    with them committed."""
     import subprocess
     import sys
 
-    return subprocess.Popen([sys.executable, "-c", CHILD, str(db_path), server.openai_base_url, run_id, ",".join(items)],
+    return subprocess.Popen([sys.executable, "-c", CHILD, str(db_path), server.openai_base_url, run_id, ",".join(items),
+                             linger],
                             stdout=subprocess.PIPE, text=True)
 
 
@@ -156,3 +163,23 @@ def test_a_claim_whose_process_was_killed_does_not_hold_up_the_next_one(db_path,
         waited = time.monotonic() - started
     assert answer.text == "fresh answer" and not answer.from_cache
     assert waited < 10  # the claim's owner is gone: not the half hour a live claimant may take
+
+
+@pytest.mark.parametrize("linger", ["sleep", "exit"])
+def test_a_prompt_another_live_process_answered_after_this_one_looked_is_not_paid_again(db_path, run_id, linger):
+    from sopforge.llm.testserver import FakeLLMServer
+
+    with FakeLLMServer(lambda body, proto: "answer") as server:
+        gateway = gateway_for(db_path, server, run_id)
+        gateway.complete(ask("mine"))  # this process has read its set of answered hashes
+        child = start_child(db_path, server, run_id, ["same"], linger)
+        try:
+            assert child.stdout.readline().split() == ["answered", "same"]
+            if linger == "exit":
+                assert child.wait(timeout=60) == 0  # its call is committed and its journal removed
+            answer = gateway.complete(ask("same"))  # no claim to wait for: the child's call has ended
+        finally:
+            child.kill()
+            child.wait()
+        assert answer.from_cache and answer.text == "answer"
+        assert len(server.requests) == 2, "'mine' once, 'same' once: not paid again"
