@@ -74,32 +74,34 @@ def test_exchange_polls_until_the_response_appears(tmp_path, make_request):
     assert response.text == "written while waiting"
 
 
-def test_exchange_rejects_a_response_to_a_changed_prompt(tmp_path, make_request):
+def test_exchange_sets_aside_an_answer_to_a_changed_prompt_and_asks_the_new_one(tmp_path, make_request):
     provider = ExchangeProvider(tmp_path)
     with pytest.raises(ResponsePending):
         provider.send(make_request("old prompt"))
     (tmp_path / f"{STEM}.response.md").write_text("answer to the old prompt")
 
-    with pytest.raises(UserError) as info:
+    with pytest.raises(ResponsePending) as info:  # a rerun with feedback asks the stage again
         provider.send(make_request("new prompt"))
 
-    message = str(info.value)
-    assert "pharmacy_refills/context/main/a1" in message and "changed" in message
-    assert f"{STEM}.response.md" in message and "delete" in message
-
-
-def test_exchange_asks_again_after_a_stale_response_is_deleted(tmp_path, make_request):
-    provider = ExchangeProvider(tmp_path)
-    with pytest.raises(ResponsePending):
-        provider.send(make_request("old prompt"))
-    (tmp_path / f"{STEM}.response.md").write_text("stale")
-    with pytest.raises(UserError):
-        provider.send(make_request("new prompt"))
-    (tmp_path / f"{STEM}.response.md").unlink()
-
-    with pytest.raises(ResponsePending):
-        provider.send(make_request("new prompt"))
+    assert f"{STEM}.superseded-1.md" in str(info.value)
+    assert (tmp_path / f"{STEM}.superseded-1.md").read_text() == "answer to the old prompt"
+    assert not (tmp_path / f"{STEM}.response.md").exists()
     assert front_matter(tmp_path / f"{STEM}.request.md")["prompt_sha256"] == make_request("new prompt").prompt_hash()
+    (tmp_path / f"{STEM}.response.md").write_text("answer to the new prompt")
+    assert provider.send(make_request("new prompt")).text == "answer to the new prompt"
+
+
+def test_exchange_keeps_every_superseded_answer(tmp_path, make_request):
+    provider = ExchangeProvider(tmp_path)
+    for n, prompt in enumerate(["first", "second", "third"]):
+        with pytest.raises(ResponsePending):
+            provider.send(make_request(prompt))
+        (tmp_path / f"{STEM}.response.md").write_text(f"answer {n}")
+    with pytest.raises(ResponsePending):
+        provider.send(make_request("fourth"))
+    kept = sorted(p.name for p in tmp_path.glob(f"{STEM}.superseded-*.md"))
+    assert kept == [f"{STEM}.superseded-{n}.md" for n in (1, 2, 3)]
+    assert [(tmp_path / name).read_text() for name in kept] == ["answer 0", "answer 1", "answer 2"]
 
 
 def test_exchange_accepts_a_preseeded_response_and_completes_the_pair(tmp_path, make_request):

@@ -2,7 +2,9 @@
 
 For air-gapped or manual runs, and for recording example responses: each prompt is written
 to ``<stem>.request.md`` and the run stops with ``ResponsePending`` until someone writes
-``<stem>.response.md`` next to it; re-running then picks the answer up. The folder format is
+``<stem>.response.md`` next to it; re-running then picks the answer up. An answer whose prompt has
+changed since (``rerun --from`` with feedback, an edited template) is set aside as
+``<stem>.superseded-<n>.md`` and the new prompt is asked, so a rerun never stops on old answers. The folder format is
 described in ``sopforge.llm.providers._files``.
 """
 
@@ -12,7 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from sopforge.errors import ResponsePending, UserError
+from sopforge.errors import ResponsePending
 from sopforge.llm.providers._files import (
     RESPONSE_SUFFIX,
     atomic_write,
@@ -65,13 +67,17 @@ class ExchangeProvider:
             The response file's text (front matter stripped).
 
         Raises:
-            UserError: a response exists but the prompt changed since its request was written.
             ResponsePending: no response file appeared within ``wait_seconds``.
         """
         req_file = request_path(self.folder, request.call_key)
         resp_file = response_path(self.folder, request.call_key)
+        superseded = None
         if resp_file.exists():
-            return self._answer(request, req_file, resp_file)
+            if recorded_prompt_hash(req_file) in (None, request.prompt_hash()):
+                return self._answer(request, req_file, resp_file)
+            # The prompt changed (a rerun with feedback, a stage sampled afresh, an edited template): the
+            # answer belongs to the old prompt. It is kept beside it, and the new prompt is asked.
+            superseded = self._set_aside(resp_file, "superseded")
         if recorded_prompt_hash(req_file) != request.prompt_hash():
             # Rewrite only when the prompt differs, so ``written_at`` tells the human when
             # this prompt was first asked rather than when the run was last retried.
@@ -81,9 +87,10 @@ class ExchangeProvider:
             self._sleep(min(self.poll_interval, max(0.0, deadline - self._clock())))
             if resp_file.exists():
                 return self._answer(request, req_file, resp_file)
+        earlier = f"; the answer to its earlier prompt is kept as {superseded.name}" if superseded else ""
         raise ResponsePending(
             f"waiting for a response to {request.call_key}: write {resp_file} "
-            f"(the prompt is in {req_file.name}) and run again",
+            f"(the prompt is in {req_file.name}) and run again{earlier}",
             request_path=str(req_file),
         )
 
@@ -97,27 +104,26 @@ class ExchangeProvider:
         moved = 0
         for key in dict.fromkeys(call_keys):
             answer = response_path(self.folder, key)
-            if not answer.exists():
-                continue
-            stem = answer.name[: -len(RESPONSE_SUFFIX)]
-            n = 1
-            while (self.folder / f"{stem}.rejected-{n}.md").exists():
-                n += 1
-            answer.rename(self.folder / f"{stem}.rejected-{n}.md")
-            moved += 1
+            if answer.exists():
+                self._set_aside(answer, "rejected")
+                moved += 1
         return moved
 
+    def _set_aside(self, answer: Path, why: str) -> Path:
+        """Rename an answer to ``<stem>.<why>-<n>.md`` (the first free n): kept, never served again."""
+        stem = answer.name[: -len(RESPONSE_SUFFIX)]
+        n = 1
+        while (self.folder / f"{stem}.{why}-{n}.md").exists():
+            n += 1
+        kept = self.folder / f"{stem}.{why}-{n}.md"
+        answer.rename(kept)
+        return kept
+
     def _answer(self, request: LLMRequest, req_file: Path, resp_file: Path) -> LLMResponse:
-        recorded = recorded_prompt_hash(req_file)
-        if recorded is None:
+        if recorded_prompt_hash(req_file) is None:
             # The answer was written without asking first (e.g. pre-seeded by hand): keep the
             # pair complete so the folder can later be replayed and checked.
             atomic_write(req_file, render_request(request))
-        elif recorded != request.prompt_hash():
-            raise UserError(
-                f"the prompt for {request.call_key} changed since {req_file} was written: "
-                f"the response in {resp_file} is stale; delete it (a new request will be written) or rewrite it"
-            )
         meta, text = read_response(resp_file)
         answer, calls = parse_tool_calls(text, request.call_key) if request.tools is not None else (text, [])
         return LLMResponse(
