@@ -18,7 +18,8 @@ Both live in ``<database>.ledger/`` (``sopforge.duckdb.ledger/``):
   the call's claim is released. A process reads the set of answered hashes once; a concurrent run of the
   same theme that answered a prompt *after* that read, and released its claim before this process asked,
   was invisible to it, so this process paid again (issue 21: 40 of 190 calls of a concurrent pair). Before
-  sending, a process reads the log past where it last stopped.
+  sending, a process reads the log past where it last stopped. It grows by one 65-byte line per answer
+  and is never rewritten (100,000 answers: 6.5 MB, of which each process reads only what is new).
 """
 
 from __future__ import annotations
@@ -300,14 +301,15 @@ class AnsweredLog:
 
     def __init__(self, db_path: Path):
         self.path = _answered_log_path(db_path)
-        self._offset = self._size()
+        self._file, self._offset = self._stat()
         self._seen: set[str] = set()
 
-    def _size(self) -> int:
+    def _stat(self) -> tuple[tuple[int, int] | None, int]:
         try:
-            return self.path.stat().st_size
+            found = self.path.stat()
         except OSError:
-            return 0
+            return None, 0
+        return (found.st_dev, found.st_ino), found.st_size
 
     def announced(self, request_hash: str) -> bool:
         """Whether an answer to ``request_hash`` was announced since this log was created."""
@@ -315,9 +317,9 @@ class AnsweredLog:
         return request_hash in self._seen
 
     def _read_new(self) -> None:
-        size = self._size()
-        if size < self._offset:
-            self._offset = 0  # the log was removed and begun again: read it from the start
+        file, size = self._stat()
+        if file != self._file or size < self._offset:
+            self._file, self._offset = file, 0  # removed (the ledger folder was cleared) and begun again
         if size == self._offset:
             return
         try:
