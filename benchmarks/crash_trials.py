@@ -82,8 +82,11 @@ def ledger(home: Path) -> tuple[int, int, dict[str, tuple[str, str | None]]]:
 
     with duckdb.connect(str(home / "sopforge.duckdb"), read_only=True) as con:
         (rows,) = con.execute("SELECT count(*) FROM llm_calls").fetchone()
-        (twice,) = con.execute("SELECT coalesce(sum(n - 1), 0) FROM (SELECT count(*) AS n FROM llm_calls "
-                               "WHERE error IS NULL GROUP BY request_hash) WHERE n > 1").fetchone()
+        twice_by_key = con.execute("SELECT any_value(call_key), count(*) - 1 FROM llm_calls WHERE error IS NULL "
+                                   "GROUP BY request_hash HAVING count(*) > 1").fetchall()
+        twice = sum(n for _, n in twice_by_key)
+        if twice_by_key:
+            print(f"  stored twice in {home.name}: {', '.join(k for k, _ in twice_by_key)}", flush=True)
         runs = {r: (s, e) for r, s, e in con.execute("SELECT id, status, error FROM runs").fetchall()}
     return rows, int(twice), runs
 

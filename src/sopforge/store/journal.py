@@ -195,10 +195,21 @@ _held: set[Path] = set()
 _held_lock = threading.Lock()
 
 
+_UNWRITTEN_CLAIM_SECONDS = 5.0  # a claim still empty after this long: its process died between create and write
+
+
 def _read_claim(path: Path) -> tuple[dict, float] | None:
     try:
-        return json.loads(path.read_text(encoding="utf-8") or "{}"), path.stat().st_mtime
-    except (OSError, ValueError):
+        text, mtime = path.read_text(encoding="utf-8"), path.stat().st_mtime
+    except OSError:
+        return None
+    if not text:
+        # Created, its owner not written yet: read as "no owner" it was taken over, and both processes paid
+        # (a concurrent pair of runs, issue 21). Only an old empty claim is abandoned.
+        return ({}, mtime) if time.time() - mtime > _UNWRITTEN_CLAIM_SECONDS else None
+    try:
+        return json.loads(text), mtime
+    except ValueError:
         return None
 
 

@@ -183,3 +183,25 @@ def test_a_prompt_another_live_process_answered_after_this_one_looked_is_not_pai
             child.wait()
         assert answer.from_cache and answer.text == "answer"
         assert len(server.requests) == 2, "'mine' once, 'same' once: not paid again"
+
+
+def test_a_claim_created_but_not_yet_written_is_waited_for_not_taken_over(db_path):
+    """Its creator is between the exclusive create and the write of its owner: taking it over made both pay."""
+    from sopforge.store import journal
+
+    folder = journal.ledger_dir(db_path)
+    folder.mkdir(parents=True)
+    claim = folder / "claim-h1"
+    claim.write_text("")  # what another process's claim looks like for a moment
+    taken = threading.Event()
+
+    def take() -> None:
+        with journal.claim_file(db_path, "h1", max_wait=60):
+            taken.set()
+
+    taker = threading.Thread(target=take)
+    taker.start()
+    assert not taken.wait(1.0), "an empty claim younger than a few seconds has an owner still writing it"
+    claim.unlink()  # its owner's call ended
+    assert taken.wait(10)
+    taker.join()
