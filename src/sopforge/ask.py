@@ -21,7 +21,7 @@ from sopforge.llm.output_limits import cut_off, max_tokens_for
 from sopforge.llm.types import LLMClient, LLMRequest, Message
 from sopforge.parsing import ParseError, describe_validation_error, one_line
 from sopforge.prompts import RenderedPrompt
-from sopforge.checks import CheckResult, apply_waivers, blocking_failures
+from sopforge.checks import CheckResult, apply_waivers, as_report, blocking_failures
 from sopforge.settings import Settings
 
 __all__ = ["Mapper", "StageResult", "ask_keeping_answers", "ask_until_valid", "complete_whole", "failed_with_answers",
@@ -133,11 +133,6 @@ def reask_message(errors: list[str]) -> str:
     return f"{REASK_LEAD}\n{listed}\n{REASK_TAIL}"
 
 
-def _failure_report(stage: str, checks: list[CheckResult]) -> list[dict[str, Any]]:
-    return [{"name": c.name, "message": c.message, "severity": c.severity, "details": c.details}
-            for c in blocking_failures(checks)]
-
-
 def ask_until_valid(
     llm: LLMClient,
     rendered: RenderedPrompt,
@@ -196,7 +191,7 @@ def ask_until_valid(
                        "severity": "error", "details": {}}]
         else:
             checks = apply_waivers(checks, settings.waivers)
-            report = _failure_report(stage, checks)
+            report = as_report(blocking_failures(checks))
             if not report:
                 return StageResult[Any](
                     artifact=artifact, checks=checks, template_id=rendered.template_id,

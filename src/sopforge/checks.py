@@ -46,6 +46,11 @@ def blocking_failures(checks: list[CheckResult]) -> list[CheckResult]:
     return [c for c in checks if c.blocking]
 
 
+def as_report(checks: list[CheckResult]) -> list[dict[str, Any]]:
+    """Checks as the ``report`` of a ``ValidationFailed`` (what ``validations`` and ``ways_out`` read)."""
+    return [{"name": c.name, "message": c.message, "severity": c.severity, "details": c.details} for c in checks]
+
+
 def apply_waivers(checks: list[CheckResult], waivers: dict[str, str]) -> list[CheckResult]:
     """Mark the failed checks a person overruled: they stay failed (and say so) but no longer block.
 

@@ -323,8 +323,15 @@ def ways_out(error: Exception, run_id: str, upstream: list[str] | None = None, s
     checks = list(dict.fromkeys(r["name"] for r in error.report if r.get("name")))[:2]
     waive = " ".join(f'--waive {c}="why it is wrong here"' for c in checks) or '--waive CHECK="why"'
     earlier = f" or one it reads ({', '.join(upstream)}) when the cause is there" if upstream else ""
-    hint = (f" — next: sample it again with `sopforge rerun {run_id} --from {stage}`{earlier} (add --feedback \"…\" "
-            f"to guide it), or, if a check is wrong for this domain, `sopforge rerun {run_id} {waive}`")
+    command, guide = f"sopforge rerun {run_id} --from {stage}", ' (add --feedback "…" to guide it)'
+    # A check that knows where its cause is (data that no tool can match) names that stage and what to ask it.
+    sent_back = next((d for r in error.report if isinstance(d := r.get("details"), dict) and d.get("rerun_from")), None)
+    if sent_back:
+        command, earlier = f"sopforge rerun {run_id} --from {sent_back['rerun_from']}", ""
+        if sent_back.get("feedback"):
+            command, guide = f'{command} --feedback "{sent_back["feedback"]}"', ""
+    hint = (f" — next: sample it again with `{command}`{earlier}{guide}, or, if a check is wrong for this domain, "
+            f"`sopforge rerun {run_id} {waive}`")
     fresh = ValidationFailed(str(error).splitlines()[0] + hint, report=error.report)
     fresh.raw_texts = getattr(error, "raw_texts", [])  # type: ignore[attr-defined]
     return fresh

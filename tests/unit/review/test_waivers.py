@@ -85,6 +85,16 @@ def test_a_stopped_stage_says_what_the_user_can_do_next():
     assert "\n" not in line
 
 
+def test_a_check_that_knows_its_cause_is_upstream_sends_the_user_there_with_the_words_to_use():
+    error = ValidationFailed("tools: the data gives …", report=[{
+        "name": "tools.data.one_value_per_input", "message": "m",
+        "details": {"rerun_from": "dataset", "feedback": "rows with the same date must hold the same rate"}}])
+    line = str(ways_out(error, "r-1a2b", ["schema", "sop", "api_graph", "dataset"], "tools"))
+    assert '`sopforge rerun r-1a2b --from dataset --feedback "rows with the same date must hold the same rate"`' in line
+    assert "--from tools" not in line and "one it reads" not in line
+    assert '--waive tools.data.one_value_per_input="why it is wrong here"' in line
+
+
 @pytest.fixture
 def gated(tmp_path: Path):
     """A run whose artifact failed one check, waiting at a gate."""

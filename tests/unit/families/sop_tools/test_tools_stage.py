@@ -59,7 +59,7 @@ def test_three_asks_in_order_give_the_checked_artifact(scripted, settings, input
     assert {r.stage for r in provider.requests} == {"tools"}
     assert all(c.passed for c in result.checks)
     names = [c.name for c in result.checks]
-    assert names[0] == "tools.docs.names" and "tools.specs.rows_valid" in names and names[-1] == "tools.runtime.deterministic"
+    assert names[:2] == ["tools.data.one_value_per_input", "tools.docs.names"] and "tools.specs.rows_valid" in names and names[-1] == "tools.runtime.deterministic"
     first = default_registry(settings).render(
         "sop_bench/api_docs", sop_file_contents=inputs.sop.to_prompt_text(),
         business_context=inputs.context.to_prompt_text(), sample_schema=inputs.data_schema.to_prompt_text(),
@@ -159,3 +159,30 @@ def test_a_dataset_without_an_id_field_is_a_user_error(scripted, settings, input
 def test_inputs_round_trip(inputs):
     again = tools_stage.ToolsInputs.model_validate(json.loads(inputs.model_dump_json()))
     assert again == inputs and again.data_schema == inputs.data_schema
+
+
+def _one_patient_two_statuses(inputs):
+    rows = [dict(r) for r in inputs.dataset.rows]
+    rows[1]["patient_id"] = rows[0]["patient_id"]
+    choices = next(f for f in inputs.data_schema.fields if f.name == "insurance_status").choices
+    rows[1]["insurance_status"] = next(c for c in choices if c != rows[0]["insurance_status"])
+    return inputs.model_copy(update={"dataset": inputs.dataset.model_copy(update={"rows": rows})})
+
+
+def test_data_no_tool_can_match_stops_the_stage_before_anything_is_paid_and_points_at_the_dataset(
+        scripted, settings, inputs, good):
+    llm, provider = scripted(good)
+    with pytest.raises(ValidationFailed) as info:
+        tools_stage.run(_one_patient_two_statuses(inputs), **kw(settings, llm))
+    assert provider.requests == [], "three tools.py asks would each fail tools.runtime.matches_data"
+    assert str(info.value).startswith("tools: the data gives the same inputs of a read tool different values")
+    [entry] = info.value.report
+    assert entry["name"] == "tools.data.one_value_per_input" and entry["details"]["rerun_from"] == "dataset"
+
+
+def test_a_person_who_waives_the_data_check_gets_the_tools_asked(scripted, settings, inputs, good):
+    llm, provider = scripted(good + [good[2]] * 2)
+    waived = settings.model_copy(update={"waivers": {"tools.data.one_value_per_input": "the tool reads a rate table"}})
+    with pytest.raises(ValidationFailed, match="matches_data"):  # the data still contradicts the tool
+        tools_stage.run(_one_patient_two_statuses(inputs), **kw(waived, llm))
+    assert provider.requests, "the waiver let the stage ask"

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from sopforge.errors import UserError, ValidationFailed
+from sopforge.checks import as_report
 from sopforge.families.sop_tools.export.cells import roundtrip_problems, to_cell, write_csv
 from sopforge.families.sop_tools.export.metadata import benchmark_stats
 from sopforge.families.sop_tools.models.api_graph import APIGraph
@@ -213,8 +214,7 @@ def _audit(work: Path, final: Path, limits: Any, waivers: dict[str, str]) -> Non
         first = failed[0]
         raise ValidationFailed(
             f"the exported folder fails its audit ({len(failed)} check(s)): {first.name}: {first.message}",
-            report=[{"name": c.name, "message": c.message, "severity": c.severity, "details": c.details}
-                    for c in failed])
+            report=as_report(failed))
 
 
 def _move_into_place(work: Path, final: Path, staging: Path, *, overwrite: bool) -> None:

@@ -22,7 +22,7 @@ from sopforge.errors import ValidationFailed
 from sopforge.llm.types import LLMClient
 from sopforge.parsing import ParseError
 from sopforge.prompts import PromptRegistry, RenderedPrompt, default_registry
-from sopforge.checks import CheckResult, apply_waivers, blocking_failures, check
+from sopforge.checks import CheckResult, apply_waivers, as_report, blocking_failures, check
 from sopforge.context.model import BusinessContext
 from sopforge.families.sop_tools.models.data_schema import DataSchema
 from sopforge.families.sop_tools.models.dataset import (
@@ -221,8 +221,7 @@ def run(inputs: DatasetInputs, *, llm: LLMClient, settings: Settings, model: str
         # far), so this is a safety net: a failure here means a check the batches cannot see was added.
         names = ", ".join(c.name for c in failed)
         raise _fail(f"dataset: final checks {names} failed: " + "; ".join(c.message for c in failed),
-                    [{"name": c.name, "message": c.message, "severity": c.severity, "details": c.details}
-                     for c in failed], raw_texts)
+                    as_report(failed), raw_texts)
     assert first is not None  # n_rows >= 1, so at least one batch ran
     return StageResult[Dataset](
         artifact=dataset, checks=checks, template_id=first.template_id, template_hash=first.template_hash,

@@ -23,11 +23,11 @@ from collections.abc import Callable
 
 from pydantic import AliasChoices, BaseModel, Field
 
-from sopforge.errors import UserError
+from sopforge.errors import UserError, ValidationFailed
 from sopforge.llm.types import LLMClient
 from sopforge.prompts import PromptRegistry, RenderedPrompt, default_registry
 from sopforge.families.sop_tools.models.api_graph import APIGraph
-from sopforge.checks import CheckResult, blocking_failures
+from sopforge.checks import CheckResult, apply_waivers, as_report, blocking_failures
 from sopforge.context.model import BusinessContext
 from sopforge.families.sop_tools.models.data_schema import DataSchema
 from sopforge.families.sop_tools.models.dataset import Dataset
@@ -41,6 +41,7 @@ from sopforge.sandbox import DEFAULT_ALLOWED, SandboxLimits
 from sopforge.families.sop_tools.verify.tool_checks import (
     check_api_docs, check_code_static, check_rows_against_specs, check_toolspecs,
 )
+from sopforge.families.sop_tools.verify.data_dependencies import one_value_per_input
 from sopforge.families.sop_tools.verify.tool_runtime import TOOL_CHECK_LIMITS, check_runtime
 
 __all__ = ["STAGE", "TEMPLATE_IDS", "SAMPLE_ROWS", "ToolsInputs", "allowed_imports_text", "sample_csv", "run",
@@ -109,7 +110,8 @@ def run(inputs: ToolsInputs, *, llm: LLMClient, settings: Settings, model: str, 
 
     Raises:
         UserError: The dataset has no id field (tools could not look rows up).
-        ValidationFailed: An ask failed every attempt; the message names the step, and
+        ValidationFailed: The data gives one input of a read API two values of an output (before anything is
+            asked: the cause is in the data), or an ask failed every attempt; the message names the step, and
             ``raw_texts`` holds every answer so far.
     """
     registry = registry or default_registry(settings)
@@ -124,6 +126,12 @@ def run(inputs: ToolsInputs, *, llm: LLMClient, settings: Settings, model: str, 
     raw_texts: list[str] = []
     steps: list[ToolsStepRecord] = []
     results: list[StageResult] = []
+    # Data no tool can match fails every tools.py the model writes: found before anything is asked (issue 19).
+    preflight = apply_waivers([one_value_per_input(dataset.rows, schema, graph, dataset.id_field)], settings.waivers)
+    if failed := blocking_failures(preflight):
+        error = ValidationFailed(f"{STAGE}: {failed[0].message}", report=as_report(failed))
+        error.raw_texts = []  # type: ignore[attr-defined]  # nothing was asked
+        raise error
 
     def ask(step: str, rendered: RenderedPrompt, parse_and_check: Callable) -> StageResult:
         result = ask_keeping_answers(raw_texts, llm, rendered, step=step, parse_and_check=parse_and_check,
@@ -168,6 +176,6 @@ def run(inputs: ToolsInputs, *, llm: LLMClient, settings: Settings, model: str, 
     artifact = ToolsArtifact(class_name=class_name, id_field=dataset.id_field, api_docs=docs, toolspecs=specs,
                              code=code, steps=steps)
     return StageResult[ToolsArtifact](
-        artifact=artifact, checks=[c for r in results for c in r.checks], template_id=first.template_id,
+        artifact=artifact, checks=preflight + [c for r in results for c in r.checks], template_id=first.template_id,
         template_hash=first.template_hash, prompt_hash=first.prompt_hash, model=model,
         attempts=sum(r.attempts for r in results), raw_texts=raw_texts)
