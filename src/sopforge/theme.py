@@ -242,6 +242,35 @@ def build_spec(data: dict, *, source: str, sources: dict[str, str] | None = None
         raise UserError(f"{source}: {_one_line(err, ThemeSpec)}") from None
 
 
+def build_stored_spec(data: dict, *, source: str) -> tuple[ThemeSpec, list[str]]:
+    """A run's stored theme as this version reads it, and the options it left out.
+
+    A store outlives versions: a run made by an older sopforge may carry options this one no longer has (PROBE's
+    ``max_bm25_f1`` became ``max_attack_ratio``). A theme file with such a key is refused, since its author can fix
+    it; a stored run cannot be edited, so the keys are left out and named, and the run can still be rerun.
+
+    Args:
+        data: ``runs.config["spec"]`` of the run.
+        source: Where it came from, for the error of a value this version refuses.
+
+    Returns:
+        The spec, and the dotted names of the keys left out (empty for a run made by this version).
+    """
+    kept = {k: v for k, v in data.items() if k in ThemeSpec.model_fields}
+    dropped = [k for k in data if k not in ThemeSpec.model_fields]
+    sections = options_sections()
+    options: dict[str, Any] = {}
+    for name, values in (data.get("options") or {}).items():
+        if name not in sections:
+            dropped.append(name)
+            continue
+        fields = sections[name][1].model_fields
+        options[name] = {k: v for k, v in (values or {}).items() if k in fields}
+        dropped += [f"{name}.{k}" for k in values or {} if k not in fields]
+    kept["options"] = options
+    return build_spec(kept, source=source), dropped
+
+
 def load_theme_file(path: Path) -> tuple[dict[str, Any], Path]:
     """Read a theme YAML file. Returns its mapping (validated by :func:`build_spec` once the
     command line's options are merged in) and the folder relative paths resolve against."""

@@ -6,7 +6,7 @@ import pytest
 
 from sopforge.errors import UserError
 from sopforge.run_request import resolve_spec
-from sopforge.theme import ThemeSpec, build_spec, slugify
+from sopforge.theme import ThemeSpec, build_spec, build_stored_spec, slugify
 
 
 def test_stage_overrides_win_and_fall_back_to_run_settings():
@@ -61,3 +61,17 @@ def test_a_bad_value_in_the_theme_file_is_still_blamed_on_the_file(tmp_path):
         resolve_spec(theme_file, None, {"rows": None, "model": "m"})
     with pytest.raises(UserError, match="^parameter rows -5: "):  # the deployable flow names its parameter
         resolve_spec(None, "pharmacy refills", {"rows": -5}, option_label="parameter {}")
+
+
+def test_a_stored_run_from_an_older_version_drops_the_options_this_one_no_longer_has():
+    """A run a previous version stored with PROBE's old ``max_bm25_f1`` could not be rerun at all."""
+    stored = ThemeSpec(theme="Baggage claims", families=["sop_tools", "probe"]).model_dump(mode="json")
+    stored["options"]["probe"] = {**stored["options"].get("probe", {}), "max_bm25_f1": 0.5, "personas": 2}
+    with pytest.raises(UserError, match="probe.max_bm25_f1: unknown key"):
+        build_spec(stored, source="run r-1")  # a theme file with it is still refused: its author can fix it
+    stored["retired_top_level"] = True
+    spec, dropped = build_stored_spec(stored, source="run r-1")
+    assert sorted(dropped) == ["probe.max_bm25_f1", "retired_top_level"]
+    assert spec.options["probe"]["personas"] == 2 and "max_bm25_f1" not in spec.options["probe"]
+    again, none = build_stored_spec(spec.model_dump(mode="json"), source="run r-2")
+    assert again == spec and none == []

@@ -54,14 +54,17 @@ def rerun(
     from sopforge.errors import UserError
     from sopforge.orchestration.prefect_env import begin_prefect
     from sopforge.run_request import preflight
-    from sopforge.theme import build_spec
+    from sopforge.theme import build_spec, build_stored_spec
 
     started = time.monotonic()
     settings, store = existing_store(home, mark_interrupted=False)
     store.verify()  # a damaged store is one line now, before anything is written or a server starts
     store.mark_interrupted()
     previous = store.get_run(run)
-    spec = build_spec(previous.config["spec"], source=f"the configuration of run {previous.id}")
+    spec, dropped = build_stored_spec(previous.config["spec"], source=f"the configuration of run {previous.id}")
+    if dropped:
+        typer.echo(f"note: run {previous.id} was made by an older sopforge; options this version no longer has are "
+                   f"left out: {', '.join(dropped)}", err=True)
     if from_stage is not None:
         spec.plan().get(from_stage)  # unknown stage -> one-line UserError listing the run's stages
     elif feedback is not None or model is not None:

@@ -27,7 +27,7 @@ from sopforge.prompts import default_registry
 from sopforge.settings import Settings
 from sopforge.checks import blocking_failures
 from sopforge.store import REUSABLE_STATUSES, ArtifactRecord, ArtifactWrite, ReviewWrite, Store
-from sopforge.theme import StageModelConfig, ThemeSpec
+from sopforge.theme import StageModelConfig, ThemeSpec, build_stored_spec
 
 
 @dataclass
@@ -75,7 +75,7 @@ def _emit(stage: str, event: str, outcome: StageOutcome | str | None = None) -> 
 
 def run_spec(store: Store, run_id: str) -> tuple[ThemeSpec, dict]:
     run = store.get_run(run_id)
-    return ThemeSpec.model_validate(run.config["spec"]), run.config
+    return build_stored_spec(run.config["spec"], source=f"the configuration of run {run_id}")[0], run.config
 
 
 class _Ledger:

@@ -85,12 +85,13 @@ def review_gate(run_id: str, stage: str, artifact_id: str, home: str | None, reg
     """
     settings = load_settings(home=home)
     store = Store(settings.db_path)
-    spec, _ = executor.run_spec(store, run_id)
+    spec, config = executor.run_spec(store, run_id)
+    waivers = executor.run_waivers(store, spec, config, run_id)
     note: str | None = None
     while True:
         artifact = store.get_artifact(artifact_id)
         if spec.review == "auto":
-            outcome = auto_decide(store, run_id, artifact)
+            outcome = auto_decide(store, run_id, artifact, waivers)
         elif artifact.status == "approved":
             outcome = GateOutcome("continue", artifact.id, f"{stage} v{artifact.version} was approved earlier")
         else:

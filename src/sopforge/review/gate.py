@@ -35,16 +35,25 @@ def failing_checks(store: Store, artifact_id: str) -> list:
     return [c for c in store.validations_for(artifact_id) if not c.passed and not (c.details or {}).get("waived")]
 
 
-def auto_decide(store: Store, run_id: str, artifact: ArtifactRecord) -> GateOutcome:
-    """``--review auto``: approve when every check passed, else stop the run as needs_review."""
+def auto_decide(store: Store, run_id: str, artifact: ArtifactRecord,
+                waivers: dict[str, str] | None = None) -> GateOutcome:
+    """``--review auto``: approve when every check passed or is waived, else stop the run as needs_review.
+
+    Args:
+        waivers: The run's waivers (``executor.run_waivers``). An artifact reused from an earlier run keeps the
+            validations stored when it was made, so a check waived since (``rerun --waive``) is settled here.
+    """
     if artifact.status == "approved":
         return GateOutcome("continue", artifact.id, f"{artifact.stage} v{artifact.version} was approved earlier")
-    failing = failing_checks(store, artifact.id)
+    found = failing_checks(store, artifact.id)
+    failing = [c for c in found if c.check_name not in (waivers or {})]
     if not failing:
         total = len(store.validations_for(artifact.id))
+        waived = f"; waived: {', '.join(c.check_name for c in found)}" if found else ""
         store.record_review(ReviewWrite(artifact_id=artifact.id, run_id=run_id, decision="approve", reviewer="auto",
-                                        source="auto", comment=f"all {total} checks passed"))
-        return GateOutcome("continue", artifact.id, f"{artifact.stage} approved automatically ({total} checks passed)")
+                                        source="auto", comment=f"all {total} checks passed{waived}"))
+        return GateOutcome("continue", artifact.id,
+                           f"{artifact.stage} approved automatically ({total - len(found)} checks passed{waived})")
     names = ", ".join(f"{c.check_name} ({c.severity})" for c in failing[:5])
     reason = f"{artifact.stage} v{artifact.version} has {len(failing)} failing check(s): {names}"
     store.record_review(ReviewWrite(artifact_id=artifact.id, run_id=run_id, decision="needs_review", reviewer="auto",

@@ -107,6 +107,14 @@ def gated(tmp_path: Path):
     return settings, store, run_id, artifact
 
 
+def test_an_automatic_gate_settles_a_check_the_run_waived_after_the_artifact_was_made(gated):
+    """An artifact reused by ``rerun --waive CHECK=…`` keeps its stored validations: the run's waiver settles them."""
+    _, store, run_id, artifact = gated
+    outcome = auto_decide(store, run_id, artifact, {"sop.thresholds": "thresholds are set per county"})
+    assert outcome.action == "continue" and "waived: sop.thresholds" in outcome.message
+    assert auto_decide(store, run_id, artifact, {"sop.sections": "another check"}).action == "stop"
+
+
 def test_a_reviewer_waives_a_failed_check_with_a_reason_and_the_run_keeps_it(gated):
     settings, store, run_id, artifact = gated
     assert auto_decide(store, run_id, artifact).action == "stop"
