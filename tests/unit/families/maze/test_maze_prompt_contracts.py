@@ -43,15 +43,27 @@ def test_a_long_knowledge_base_answer_fails_the_same_check_as_a_long_script(lrs)
     assert "knowledge base answer 1 (301 characters)" in failures["maze.scripts_fit"]
 
 
-def test_a_scenario_that_counts_business_days_must_derive_them(lrs):
-    lrs.constraints.append("Refill requests are answered within 2 business days.")
+def test_a_period_the_procedure_compares_must_be_counted_as_the_text_counts_it(lrs):
+    category, option, threshold = next((c, o, a.value) for c in lrs.categories for o in c.options
+                                       for a in lrs.leaf_atoms(c, o)
+                                       if a.fact == "days_since_last_fill" and a.op in ("<", ">=", ">", "<="))
+    option.title = f"Refill after {threshold} business days"
     failures = {c.name: c.message for c in blocking_failures(check_scenario(lrs))}
-    assert "counts business days (\"business days\" in its text)" in failures["maze.business_days"]
+    assert (f'"{threshold} business days" beside days_since_last_fill (calendar days) compared with {threshold}'
+            in failures["maze.business_days"])
     lrs.fact("days_since_last_fill").description = "Business days since the last fill."
     failures = {c.name: c.message for c in blocking_failures(check_scenario(lrs))}
     assert "facts described in business days but derived otherwise: days_since_last_fill" in failures[
         "maze.business_days"]
     lrs.fact("days_since_last_fill").derivation = "business_days"
+    assert "maze.business_days" not in {c.name for c in blocking_failures(check_scenario(lrs))}
+
+
+def test_a_count_of_business_days_the_procedure_never_decides_on_is_a_promise_not_a_rule(lrs):
+    """Every independent answerer's HRS scenario promised something "within N working days" (issue 19)."""
+    option = lrs.categories[0].options[0]
+    option.script = f"{option.script[:200]} We call you back within 2 business days."
+    lrs.constraints.append("The pharmacist calls the patient back within 3 business days.")
     assert "maze.business_days" not in {c.name for c in blocking_failures(check_scenario(lrs))}
 
 

@@ -40,7 +40,9 @@ PROMPT_LIMITS: dict[str, dict[str, int]] = {
     "HRS": {f"limit_{k}": v for k, v in {**COMMON, **HRS_SHAPE}.items()},
 }
 _BUSINESS_DAYS = re.compile(r"\b(business|working|work)[ -]days?\b", re.IGNORECASE)
-_COUNTED_BUSINESS_DAYS = re.compile(r"\b(business|working)[ -]days\b", re.IGNORECASE)  # a count, not "next business day"
+# A count ("10 business days"), not "the next business day" (a date).
+_COUNTED_BUSINESS_DAYS = re.compile(r"\b(\d+)\s+(?:business|working)[ -]days\b", re.IGNORECASE)
+_ORDER_OPS = ("<", "<=", ">", ">=", "==", "!=")
 
 
 def check_scenario(scenario: Scenario) -> list[CheckResult]:
@@ -139,24 +141,46 @@ def mentions_business_days(text: str) -> bool:
 
 
 def _business_days(scenario: Scenario) -> CheckResult:
-    """Business days in the words need the business-day derivation in the structure (issue 19's contract): a
-    fact described in business days must count them, and a scenario whose text counts business days ("within
-    3 business days"; "the next business day" is a date, not a count) must have a fact that does."""
+    """Business days in the words need the business-day derivation in the structure (issue 19's contract).
+
+    A fact described in business days must count them. And a period the procedure *decides on* must be counted
+    the way its words count it: an option or branch whose title or script says "N business days" while its own
+    condition compares a calendar-day fact with N (``days_since_request > 10`` under "after 10 business days")
+    holds two different rules. A count no condition beside it compares ("our partner quotes within 3 working
+    days", a promise to the caller) is no such period: every independent answerer's HRS scenario had one, and
+    the check used to refuse them all.
+    """
     texts = [scenario.objective, *scenario.constraints, *(p.q + " " + p.a for p in scenario.knowledge_base),
              *(text for _, text in _scripts(scenario))]
     wrong = [f.name for f in scenario.facts if mentions_business_days(f.description) and f.derivation != "business_days"]
-    counted = [t for t in texts if _COUNTED_BUSINESS_DAYS.search(t)]
-    in_text = bool(counted) or any(mentions_business_days(f.description) for f in scenario.facts)
-    has = any(f.derivation == "business_days" for f in scenario.facts)
+    counts = {int(m.group(1)) for t in texts for m in _COUNTED_BUSINESS_DAYS.finditer(t)}
+    calendar = {f.name for f in scenario.facts if f.type == "integer" and f.derivation != "business_days"
+                and (f.derivation == "interval_days" or "day" in f.unit.lower())}
+    mixed = []
+    for words, atoms in _decisions(scenario):
+        said = {int(m.group(1)): m.group(0) for m in _COUNTED_BUSINESS_DAYS.finditer(" ".join(words))}
+        mixed += [(said[n], a.fact, n) for a in atoms if a.fact in calendar and a.op in _ORDER_OPS
+                  and isinstance(a.value, int) and not isinstance(a.value, bool)
+                  for n in (a.value, a.value - 1) if n in said]
+    mixed = sorted(set(mixed))
     problems = [f"facts described in business days but derived otherwise: {', '.join(wrong)} (use \"derivation\": "
                 "\"business_days\")"] if wrong else []
-    if counted and not has and not wrong:
-        problems.append(f"the scenario counts business days (\"{_COUNTED_BUSINESS_DAYS.search(counted[0]).group(0)}\" "  # type: ignore[union-attr]
-                        "in its text) but no fact is derived with \"business_days\": count them with that "
-                        "derivation, or say calendar days throughout")
+    if mixed:
+        problems.append("the text counts in business days a period the procedure compares in calendar days: "
+                        + "; ".join(f'"{phrase}" beside {fact} (calendar days) compared with {n}' for phrase, fact, n in mixed)
+                        + ": derive those facts with \"business_days\", or say calendar days in the text")
+    in_text = bool(counts) or any(mentions_business_days(f.description) for f in scenario.facts)
     return check("maze.business_days", not problems, "; ".join(problems),
-                 ok="business days, where the text speaks of them, are counted by a business_days fact" if in_text
-                 else "the scenario counts calendar days only", facts=wrong)
+                 ok="business days, where the procedure decides on them, are counted by a business_days fact"
+                 if in_text else "the scenario counts calendar days only", facts=wrong + [f for _, f, _ in mixed])
+
+
+def _decisions(scenario: Scenario) -> list[tuple[list[str], list[Atom]]]:
+    """Each place the tree decides, as (the words said there, the conditions it decides on)."""
+    if isinstance(scenario, LRSScenario):
+        return [([c.title, o.title, o.script], scenario.leaf_atoms(c, o)) for c in scenario.categories for o in c.options]
+    return ([([s.title, s.script or "", b.script or ""], atoms_of(b.when)) for s in scenario.steps for b in s.branches]
+            + [([r.script or ""], atoms_of(r.when)) for r in scenario.rules])
 
 
 def _at_least(name: str, found: int, needed: int, what: str) -> CheckResult:
