@@ -303,16 +303,24 @@ def announce_answer(db_path: Path, request_hash: str) -> None:
         os.close(fd)
 
 
+ANSWERED_LOOKBACK_BYTES = 65536
+
+
 class AnsweredLog:
     """What one process has read of ``answered.log``.
 
-    Created just before the process reads the answered hashes from the database, so every answer recorded
-    after that read is past its starting position and is seen by :meth:`announced`.
+    Created just before the process reads the answered hashes from the database (each ``Store`` does, and a run
+    makes several), so every answer recorded after that read, or announced shortly before it and not committed
+    yet, is seen by :meth:`announced`.
     """
 
     def __init__(self, db_path: Path):
         self.path = _answered_log_path(db_path)
-        self._file, self._offset = self._stat()
+        self._file, size = self._stat()
+        # Reading starts a little before the end: an answer announced a moment ago may not be committed yet (the
+        # write-behind), so the database read that follows would miss it too. 64 KiB is the last ~1,000 answers.
+        self._offset = max(0, size - ANSWERED_LOOKBACK_BYTES - 1)  # one byte early: the first whole line is read
+        self._mid_line = self._offset > 0
         self._seen: set[str] = set()
 
     def _stat(self) -> tuple[tuple[int, int] | None, int]:
@@ -330,7 +338,7 @@ class AnsweredLog:
     def _read_new(self) -> None:
         file, size = self._stat()
         if file != self._file or size < self._offset:
-            self._file, self._offset = file, 0  # removed (the ledger folder was cleared) and begun again
+            self._file, self._offset, self._mid_line = file, 0, False  # removed and begun again
         if size == self._offset:
             return
         try:
@@ -341,4 +349,7 @@ class AnsweredLog:
             return
         whole = chunk[: chunk.rfind(b"\n") + 1]  # a line being written is read next time
         self._offset += len(whole)
-        self._seen.update(whole.decode("ascii", "replace").split())
+        lines = whole.decode("ascii", "replace").split("\n")
+        if self._mid_line and whole:
+            lines, self._mid_line = lines[1:], False  # up to the first line break: the lookback began inside a line
+        self._seen.update(line for line in lines if line)

@@ -165,8 +165,11 @@ def test_a_claim_whose_process_was_killed_does_not_hold_up_the_next_one(db_path,
     assert waited < 10  # the claim's owner is gone: not the half hour a live claimant may take
 
 
-@pytest.mark.parametrize("linger", ["sleep", "exit"])
-def test_a_prompt_another_live_process_answered_after_this_one_looked_is_not_paid_again(db_path, run_id, linger):
+@pytest.mark.parametrize("linger, asker", [("sleep", "read before"), ("exit", "read before"), ("sleep", "fresh")])
+def test_a_prompt_another_live_process_answered_after_this_one_looked_is_not_paid_again(db_path, run_id, linger,
+                                                                                         asker):
+    """``read before``: this process read its answered set before the child answered. ``fresh``: a Store made after
+    the child answered and before its write-behind committed the answer (a run makes a Store per stage)."""
     from sopforge.llm.testserver import FakeLLMServer
 
     with FakeLLMServer(lambda body, proto: "answer") as server:
@@ -177,6 +180,8 @@ def test_a_prompt_another_live_process_answered_after_this_one_looked_is_not_pai
             assert child.stdout.readline().split() == ["answered", "same"]
             if linger == "exit":
                 assert child.wait(timeout=60) == 0  # its call is committed and its journal removed
+            if asker == "fresh":
+                gateway = gateway_for(db_path, server, run_id)
             answer = gateway.complete(ask("same"))  # no claim to wait for: the child's call has ended
         finally:
             child.kill()
@@ -205,3 +210,17 @@ def test_a_claim_created_but_not_yet_written_is_waited_for_not_taken_over(db_pat
     claim.unlink()  # its owner's call ended
     assert taken.wait(10)
     taker.join()
+
+
+def test_a_new_reader_of_a_long_answered_log_reads_whole_recent_lines_only(db_path):
+    from sopforge.store import journal
+
+    hashes = [f"{n:064x}" for n in range(3000)]  # 195 KB: longer than the lookback
+    for h in hashes:
+        journal.announce_answer(db_path, h)
+    log = journal.AnsweredLog(db_path)
+    assert log.announced(hashes[-1]) and log.announced(hashes[-1000])
+    assert not log.announced(hashes[0]), "committed long ago: the database read finds it"
+    assert all(len(h) == 64 for h in log._seen), "no line cut at the lookback's start"
+    journal.announce_answer(db_path, "new")
+    assert log.announced("new")
