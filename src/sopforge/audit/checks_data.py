@@ -17,6 +17,9 @@ __all__ = ["check_csv", "check_files", "check_metadata", "check_outputs", "hidde
 NAME_RE = re.compile(r"^[a-z0-9_]+$")
 MAX_LABEL = 100
 _LEADING_ZERO = re.compile(r"^[+-]?0\d")
+#: metadata.json key (written by sopforge's exporter): shown columns whose empty cell means "no such value",
+#: each with its condition, e.g. {"owner_builder_declaration_signed": "applicant_type = owner_builder"}.
+CONDITIONAL_KEY = "conditional_columns"
 
 
 def shown(items, limit: int = 8) -> str:
@@ -122,19 +125,34 @@ def check_csv(c: FolderContents) -> list[CheckResult]:
                          if not unique else f"row key candidate(s): {shown(unique)}", severity="warning",
                          columns=unique))
     altered = []
+    conditional = _conditional_columns(c)
     for col in dict.fromkeys(c.header):
         cells = [r[col] for r in c.records]
         zeros = [v for v in cells if _LEADING_ZERO.match(v.strip())]
         if zeros and col in c.frame.columns and str(c.frame[col].dtype) in ("int64", "float64"):
             altered.append(f"{col} ({zeros[0]!r} is read as a number)")
         if col in c.input_columns:
+            if col in conditional:  # declared: the empty cell is the case's "no such value", a faithful NaN
+                na = [i for i, v in enumerate(cells) if is_pandas_na(v) and v != ""]
+                if na:
+                    altered.append(f"{col} (task ids {shown(na, 5)} hold a value pandas reads as missing, "
+                                   f"such as {cells[na[0]]!r}; only an empty cell means no value here)")
+                continue
             na = [i for i, v in enumerate(cells) if is_pandas_na(v)]
             if na:
-                altered.append(f"{col} (task ids {shown(na, 5)} are missing and reach the agent as 'nan')")
+                altered.append(f"{col} (task ids {shown(na, 5)} are missing and reach the agent as 'nan'; "
+                               f"if the case has no such value, list the column under metadata.json's "
+                               f"{CONDITIONAL_KEY!r} with its condition)")
     out.append(check("csv.values_survive_pandas", not altered,
                      f"cells pandas reads back differently: {'; '.join(altered[:8])}" if altered
                      else "no cell is altered by pandas' type inference", severity="warning", columns=altered))
     return out
+
+
+def _conditional_columns(c: FolderContents) -> set[str]:
+    """Input columns the exporter declared conditional: an empty cell there means the case has no such value."""
+    declared = c.metadata.get(CONDITIONAL_KEY) if isinstance(c.metadata, dict) else None
+    return {k for k in declared if isinstance(k, str)} if isinstance(declared, dict) else set()
 
 
 def check_outputs(c: FolderContents) -> list[CheckResult]:

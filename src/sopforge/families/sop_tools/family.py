@@ -124,12 +124,12 @@ STAGES: tuple[StageSpec, ...] = (
     ),
     StageSpec(
         name="package",
-        parents=("context", "sop", "api_graph", "tools", "reference", "distractors", "manipulations"),
+        parents=("context", "schema", "sop", "api_graph", "tools", "reference", "distractors", "manipulations"),
         kind="package", model=PackageManifest, template_ids=(), run=package_stage.run, uses_llm=False, gate=True,
         per_run=True,
         make_inputs=lambda spec, up, ctx: package_stage.PackageInputs(
-            run_id=ctx.run_id, theme=spec.theme, theme_slug=spec.slug, context=up["context"], sop=up["sop"],
-            api_graph=up["api_graph"], tools=up["tools"], ground_truth=up["reference"],
+            run_id=ctx.run_id, theme=spec.theme, theme_slug=spec.slug, context=up["context"], schema=up["schema"],
+            sop=up["sop"], api_graph=up["api_graph"], tools=up["tools"], ground_truth=up["reference"],
             distractors=up["distractors"], manipulations=up["manipulations"],
             exports_dir=ctx.exports_dir, provenance=provenance(ctx.parent_records), gates=hardening(spec).gates()),
         params=lambda spec: hardening(spec).gates(),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import datetime as dt
 import json
 from pathlib import Path
@@ -141,7 +142,7 @@ def test_substring_labels_block_our_export_although_the_audit_only_warns(tmp_pat
 
 
 @pytest.mark.parametrize("column, value, message", [
-    ("final_decision", None, "None cannot be written"),
+    ("final_decision", None, "decision column 'final_decision' has no label"),
     ("dti_ratio", float("nan"), "NaN cannot be written"),
 ])
 def test_missing_values_are_refused_before_anything_is_written(tmp_path: Path, column, value, message):
@@ -150,6 +151,72 @@ def test_missing_values_are_refused_before_anything_is_written(tmp_path: Path, c
     with pytest.raises(ValidationFailed, match=message):
         export(tmp_path, rows)
     assert no_trace(tmp_path)
+
+
+def co_applicant_rows(values: list) -> list[dict]:
+    """The §7 rows with a conditional input column: a co-applicant's name exists only for joint applications."""
+    return [{**row, "co_applicant_name": value} for row, value in zip(loan_rows(), values)]
+
+
+CO_APPLICANT = {"co_applicant_name": "joint_application = True"}
+
+
+def test_a_conditional_input_without_value_is_an_empty_cell_the_metadata_and_audit_accept(tmp_path: Path):
+    # The permits trial: owner-builder declarations exist only for owner-builders; every upstream
+    # check allowed their None and the export refused it, after every LLM call was paid for.
+    rows = co_applicant_rows(["Eve Park", None, "Li Wu", None])
+    folder = export(tmp_path, rows, input_columns=[*INPUTS, "co_applicant_name"], conditional_columns=CO_APPLICANT)
+    frame = pd.read_csv(folder / "test_set_with_outputs.csv")
+    assert frame["co_applicant_name"].isna().tolist() == [False, True, False, True]
+    assert frame["co_applicant_name"][0] == "Eve Park"
+    with (folder / "test_set_with_outputs.csv").open(newline="") as f:  # what tools.py reads: the empty cell
+        assert [r["co_applicant_name"] for r in csv.DictReader(f)] == ["Eve Park", "", "Li Wu", ""]
+    meta = json.loads((folder / "metadata.json").read_text())
+    assert meta["conditional_columns"] == CO_APPLICANT
+    report = audit_folder(folder)
+    assert report.ok and report.get("csv.values_survive_pandas").passed, report.to_text()
+
+
+def test_an_empty_shown_column_nobody_declared_is_still_flagged_by_the_audit(tmp_path: Path):
+    rows = co_applicant_rows(["Eve Park", None, "Li Wu", None])
+    folder = export(tmp_path, rows, input_columns=[*INPUTS, "co_applicant_name"], conditional_columns=CO_APPLICANT)
+    meta = json.loads((folder / "metadata.json").read_text())
+    del meta["conditional_columns"]
+    (folder / "metadata.json").write_text(json.dumps(meta))
+    result = audit_folder(folder).get("csv.values_survive_pandas")
+    assert not result.passed and "reach the agent as 'nan'" in result.message and "conditional_columns" in result.message
+    # Declared, a present token pandas reads as missing is still a value lost: only the empty cell means none.
+    meta["conditional_columns"] = CO_APPLICANT
+    (folder / "metadata.json").write_text(json.dumps(meta))
+    csv_path = folder / "test_set_with_outputs.csv"
+    csv_path.write_text(csv_path.read_text().replace("Eve Park", "NA"))
+    result = audit_folder(folder).get("csv.values_survive_pandas")
+    assert not result.passed and "'NA'" in result.message
+
+
+@pytest.mark.parametrize("value", ["None", "", "NA"])
+def test_a_present_value_pandas_reads_as_missing_is_refused_in_a_conditional_column(tmp_path: Path, value):
+    rows = co_applicant_rows(["Eve Park", None, value, None])
+    with pytest.raises(ValidationFailed, match="co_applicant_name") as info:
+        export(tmp_path, rows, input_columns=[*INPUTS, "co_applicant_name"], conditional_columns=CO_APPLICANT,
+               audit=False)
+    assert "NA tokens" in str(info.value.report)
+    assert no_trace(tmp_path)
+
+
+def test_no_value_in_a_column_the_schema_does_not_mark_conditional_is_refused_with_the_way_out(tmp_path: Path):
+    rows = co_applicant_rows(["Eve Park", None, "Li Wu", None])
+    with pytest.raises(ValidationFailed) as info:
+        export(tmp_path, rows, input_columns=[*INPUTS, "co_applicant_name"])
+    message = str(info.value)
+    assert "'co_applicant_name' has no value (None) on rows 1, 3" in message and "\n" not in message
+    assert "rerun --from dataset" in message and "[present_if" in message
+    assert [r["name"] for r in info.value.report] == ["export.cells"]
+    assert no_trace(tmp_path)
+    # The way out the run's error names, --waive export.cells=..., then writes the empty cells.
+    folder = export(tmp_path, rows, input_columns=[*INPUTS, "co_applicant_name"], audit=False,
+                    waivers={"export.cells": "the agent may see no co-applicant"})
+    assert pd.read_csv(folder / "test_set_with_outputs.csv")["co_applicant_name"].isna().sum() == 2
 
 
 @pytest.mark.parametrize("column, values, hint", [

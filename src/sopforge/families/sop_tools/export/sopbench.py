@@ -25,12 +25,13 @@ from sopforge.families.sop_tools.export.cells import roundtrip_problems, to_cell
 from sopforge.families.sop_tools.export.metadata import benchmark_stats
 from sopforge.families.sop_tools.models.api_graph import APIGraph
 
-__all__ = ["EXPORT_BLOCKING_WARNINGS", "RESERVED_METADATA_KEYS", "column_order", "write_sopbench_folder"]
+__all__ = ["CONDITIONAL_KEY", "EXPORT_BLOCKING_WARNINGS", "RESERVED_METADATA_KEYS", "column_order",
+           "write_sopbench_folder"]
 
 NAME_RE = re.compile(r"^[a-z0-9_]+$")
 RESERVED_METADATA_KEYS = frozenset({
     "name", "domain", "description", "input_columns", "output_columns", "num_tasks", "num_tools",
-    "intermediate_columns", "hidden_columns", "stats", "generator",
+    "intermediate_columns", "hidden_columns", "stats", "generator", "conditional_columns",
 })
 # Audit warnings (§9 [warn]) that our own exports must not have: the schema and api_graph
 # stages already forbid them upstream (distinct decision labels, no tool returning a decision).
@@ -40,6 +41,11 @@ EXPORT_BLOCKING_WARNINGS = frozenset({
     "toolspecs.type_object", "toolspecs.name_format", "tools.manager_unique",
 })
 AUDIT_FILE = "audit.json"
+WAIVABLE_CELLS = "export.cells"
+# metadata.json key: shown columns whose empty cell means the case has no such value, with its condition.
+# The audit reads it under the same name (sopforge.audit.checks_data.CONDITIONAL_KEY; importing that
+# package here would cost the commands that only export a second).
+CONDITIONAL_KEY = "conditional_columns"
 
 
 def _generator() -> str:
@@ -82,13 +88,25 @@ def column_order(rows: list[dict[str, Any]], input_columns: list[str], intermedi
     return [*input_columns, *other, *intermediate_columns, *output_columns]
 
 
-def _cells(rows: list[dict[str, Any]], columns: list[str], hidden: set[str]) -> list[list[str]]:
-    table, bad = [], []
+def _cells(rows: list[dict[str, Any]], columns: list[str], may_be_empty: set[str], outputs: set[str],
+           waivers: dict[str, str]) -> list[list[str]]:
+    """The CSV text of every cell; ``None`` is the empty cell only where no value is a fact of the case.
+
+    Hidden columns (an intermediate an early exit never computed) and conditional fields (``may_be_empty``)
+    write ``None`` as the empty cell, which pandas reads back as the missing value it is; a present value
+    that pandas would read as missing (``"None"``, ``""``) is still refused by the round trip. Anywhere
+    else ``None`` is refused (unless the run waived ``export.cells``), one message per column.
+    """
+    table, bad, missing = [], [], {}
     for i, row in enumerate(rows):
         line = []
         for col in columns:
-            if row[col] is None and col in hidden:
-                line.append("")  # a conditional field without a value: hidden, read by tools as no value
+            if row[col] is None and (col in may_be_empty or WAIVABLE_CELLS in waivers):
+                line.append("")
+                continue
+            if row[col] is None:
+                missing.setdefault(col, []).append(i)
+                line.append("")
                 continue
             try:
                 line.append(to_cell(row[col]))
@@ -96,11 +114,22 @@ def _cells(rows: list[dict[str, Any]], columns: list[str], hidden: set[str]) -> 
                 bad.append(f"row {i} column {col!r}: {exc}")
                 line.append("")
         table.append(line)
+    bad = [_missing_message(col, ids, col in outputs) for col, ids in missing.items()] + bad
     if bad:
-        raise ValidationFailed(f"values that cannot be written to the CSV: {'; '.join(bad[:5])}"
-                               + (f" (and {len(bad) - 5} more)" if len(bad) > 5 else ""),
-                               report=[{"name": "export.cells", "message": m, "severity": "error"} for m in bad])
+        raise ValidationFailed(f"values that cannot be written to the CSV: {'; '.join(bad[:3])}"
+                               + (f" (and {len(bad) - 3} more)" if len(bad) > 3 else ""),
+                               report=[{"name": WAIVABLE_CELLS, "message": m, "severity": "error"} for m in bad])
     return table
+
+
+def _missing_message(column: str, row_ids: list[int], output: bool) -> str:
+    shown = ", ".join(map(str, row_ids[:5])) + (f" and {len(row_ids) - 5} more" if len(row_ids) > 5 else "")
+    if output:
+        return (f"decision column {column!r} has no label (None) on rows {shown}: every task needs one "
+                "(rerun --from reference)")
+    return (f"column {column!r} has no value (None) on rows {shown}, but the schema does not mark it conditional, "
+            "so pandas would read its empty cell as a missing value: regenerate the rows (rerun --from dataset), "
+            "or mark the field [present_if: other_field = value] in the schema (rerun --from schema)")
 
 
 def _write_csv(path: Path, columns: list[str], table: list[list[str]]) -> None:
@@ -114,7 +143,8 @@ def write_sopbench_folder(dest: Path, *, name: str, domain: str, description: st
                           extra_metadata: dict[str, Any] | None = None, reference_source: str | None = None,
                           api_graph: APIGraph | None = None, tasks: list[dict[str, Any]] | None = None,
                           overwrite: bool = False, audit: bool = True, limits: Any = None,
-                          waivers: dict[str, str] | None = None) -> Path:
+                          waivers: dict[str, str] | None = None,
+                          conditional_columns: dict[str, str] | None = None) -> Path:
     """Write ``<dest>/<name>/`` in SOP-Bench layout and verify it with the audit.
 
     Args:
@@ -140,6 +170,12 @@ def write_sopbench_folder(dest: Path, *, name: str, domain: str, description: st
         overwrite: replace an existing ``<dest>/<name>`` (atomically swapped).
         audit: re-validate the written folder (default; switch off only for benchmarks).
         limits: ``SandboxLimits`` for the audit's sandbox runs.
+        waivers: checks the run overruled (check name -> reason); the export's audit and its cell
+            check (``export.cells``) let them through.
+        conditional_columns: fields that have no value on some rows (the schema's ``[present_if]``),
+            each with its condition as text: ``None`` there is written as an empty cell, and the shown
+            ones are listed under ``metadata.json``'s ``conditional_columns`` so the audit (and a reader)
+            knows the empty cell means "no such fact for this case", not a lost value.
 
     Returns:
         The folder path ``<dest>/<name>``.
@@ -163,7 +199,8 @@ def write_sopbench_folder(dest: Path, *, name: str, domain: str, description: st
     columns = column_order(rows, input_columns, intermediate_columns, output_columns)
     n_out = len(output_columns)
     hidden = [c for c in columns if c not in input_columns and c not in output_columns]
-    table = _cells(rows, columns, set(hidden))
+    conditional = {c: why for c, why in (conditional_columns or {}).items() if c in columns and c not in output_columns}
+    table = _cells(rows, columns, set(hidden) | set(conditional), set(output_columns), waivers or {})
     stats = benchmark_stats(sop_text=sop_text, toolspecs=toolspecs, rows=rows, input_columns=input_columns,
                             output_columns=output_columns, api_graph=api_graph, tasks=tasks)
     metadata = {
@@ -172,6 +209,8 @@ def write_sopbench_folder(dest: Path, *, name: str, domain: str, description: st
         "num_tasks": len(rows), "num_tools": len(toolspecs),
         "intermediate_columns": list(intermediate_columns), "hidden_columns": hidden,
         "stats": stats.model_dump(mode="json"), "generator": _generator(),
+        **({CONDITIONAL_KEY: {c: conditional[c] for c in input_columns if c in conditional}}
+           if any(c in conditional for c in input_columns) else {}),
         **(extra_metadata or {}),
     }
     dest.mkdir(parents=True, exist_ok=True)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from sopforge.families.sop_tools.export.hardening import (
     TOD_JSONL, hardening_metadata, write_registry_variants, write_sop_variants, write_tod_jsonl,
@@ -32,6 +32,7 @@ from sopforge.families.sop_tools.export.tables import ArtifactRef, Provenance, w
 from sopforge.families.sop_tools.models.api_graph import APIGraph
 from sopforge.checks import CheckResult, check
 from sopforge.context.model import BusinessContext
+from sopforge.families.sop_tools.models.data_schema import DataSchema
 from sopforge.families.sop_tools.models.distractors import DistractorSet
 from sopforge.families.sop_tools.models.ground_truth import GroundTruth, Task
 from sopforge.families.sop_tools.models.manipulations import ManipulationSet
@@ -45,6 +46,7 @@ from sopforge.families.sop_tools.verify.consequences import DEFAULT_GATES
 from sopforge.settings import Settings
 
 STAGE = "package"
+NO_VALUE_NOTE = "Has a value only when"
 
 
 class PackageInputs(BaseModel):
@@ -56,6 +58,9 @@ class PackageInputs(BaseModel):
     theme: str = Field(description="Business theme of the run.")
     theme_slug: str = Field(description="Benchmark name and SOP-Bench folder name.")
     context: BusinessContext = Field(description="Accepted business context (domain and description).")
+    data_schema: DataSchema | None = Field(None, validation_alias=AliasChoices("schema", "data_schema"), description=(
+        "Accepted data schema: its conditional fields ([present_if]) are exported as empty cells where they "
+        "have no value. None: no field may be empty outside the hidden columns."))
     sop: SOPDocument = Field(description="Accepted SOP: sop.txt.")
     api_graph: APIGraph = Field(description="Accepted API graph: graph figures.")
     tools: ToolsArtifact = Field(description="Accepted tools: toolspecs.json and tools.py.")
@@ -75,6 +80,30 @@ def _industry(context: BusinessContext) -> str:
     return context.theme
 
 
+def _conditional_columns(schema: DataSchema | None) -> dict[str, str]:
+    """Fields that have no value on some rows, each with the condition under which it has one."""
+    return {f.name: f.present_if.text() for f in schema.fields if f.present_if is not None} if schema else {}
+
+
+def _say_when_empty(spec: dict, conditional: dict[str, str], shown: list[str]) -> dict:
+    """The toolSpec with each parameter that takes a shown conditional field saying when the case has no value.
+
+    The agent sees such a field empty (SOP-Bench's harness prints pandas' ``nan``) on the cases where
+    its condition does not hold; the tools read the empty cell as no value, so the call leaves it out.
+    """
+    properties = (spec.get("inputSchema", {}).get("json") or {}).get("properties") or {}
+    notes = {p: f"{NO_VALUE_NOTE} {conditional[p]}; on other cases the case data shows it empty, so leave it out."
+             for p in properties if p in conditional and p in shown}
+    if not notes:
+        return spec
+    spec = json.loads(json.dumps(spec))  # a deep copy: the tools artifact stays as accepted
+    for name, note in notes.items():
+        prop = spec["inputSchema"]["json"]["properties"][name]
+        if isinstance(prop, dict) and NO_VALUE_NOTE not in str(prop.get("description", "")):
+            prop["description"] = f"{str(prop.get('description', '')).rstrip()} {note}".strip()
+    return spec
+
+
 def _shown_tasks(gt: GroundTruth, rows: list[dict], extra_inputs: list[str]) -> list[Task]:
     """The tasks as the agent sees them: distractor fields join each task's inputs."""
     return [t.model_copy(update={"inputs": {**t.inputs, **{c: row[c] for c in extra_inputs}}})
@@ -92,7 +121,9 @@ def run(inputs: PackageInputs, *, settings: Settings | None = None, **_: object)
     """
     gt, slug, distractors = inputs.ground_truth, inputs.theme_slug, inputs.distractors
     export_dir = inputs.exports_dir / inputs.run_id
-    base_specs = [{"toolSpec": spec} for spec in inputs.tools.toolspecs.specs]  # toolspecs.json's canonical shape
+    conditional = _conditional_columns(inputs.data_schema)
+    base_specs = [{"toolSpec": _say_when_empty(spec, conditional, gt.input_columns)}  # toolspecs.json's shape
+                  for spec in inputs.tools.toolspecs.specs]
     toolspecs = distractors.exported_toolspecs(base_specs)
     rows = distractors.rows_with_fields(gt.export_rows(), gt.id_field or inputs.tools.id_field)
     extra_inputs = [c for c in distractors.distractor_columns() if c not in gt.input_columns]
@@ -114,7 +145,8 @@ def run(inputs: PackageInputs, *, settings: Settings | None = None, **_: object)
                         # which tools change the database is said here and in their descriptions.
                         "write_tools": {a.api_name: a.writes_table for a in inputs.api_graph.write_apis},
                         "state_tables": inputs.api_graph.tables()},
-        overwrite=True, waivers=dict(settings.waivers) if settings else {})
+        overwrite=True, waivers=dict(settings.waivers) if settings else {},
+        conditional_columns=conditional)
     registry = write_registry_variants(folder, base_specs, distractors)
     variants = write_sop_variants(folder, inputs.manipulations)
     tod_jsonl = write_tod_jsonl(export_dir / TOD_JSONL, slug, inputs.manipulations, inputs.run_id)
