@@ -28,7 +28,8 @@ __all__ = ["API_GRAPH_EDIT", "SCHEMA_EDIT", "SOP_EDIT", "TOOLS_EDIT"]
 
 
 def _check_tools(tools: ToolsArtifact, up: dict[str, BaseModel], settings: Settings) -> list[CheckResult]:
-    graph, schema, dataset = up["api_graph"], up["schema"], up["dataset"]
+    graph, schema = up["api_graph"], up["schema"]
+    dataset = up["dataset"].keyed_by(schema)  # as the tools stage reads it (a stored id_field may be null)
     checks = (check_api_docs(tools.api_docs, graph, schema) + check_toolspecs(tools.toolspecs, graph, schema)
               + check_rows_against_specs(dataset, tools.toolspecs, schema) + check_code_static(tools.code, tools.toolspecs))
     if blocking_failures(checks):

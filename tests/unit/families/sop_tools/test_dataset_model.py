@@ -135,6 +135,20 @@ def test_the_id_field_prefers_the_one_described_as_unique(good_schema: DataSchem
     assert find_id_field(small_schema('name - string, a name (e.g., "Ada")')) is None
 
 
+def test_a_dataset_stored_with_a_null_id_field_is_keyed_by_the_schemas_identifier_when_its_values_are_distinct():
+    schema = small_schema('claim_number - string, unique claim identifier (e.g., "CLM-1")\n'
+                          'amount - integer, claimed amount (e.g., 5)')
+    rows = [{"claim_number": f"CLM-{i}", "amount": i} for i in range(3)]
+    stored = Dataset(fields=["claim_number", "amount"], id_field=None, rows=rows, rows_requested=3)
+    keyed = stored.keyed_by(schema)
+    assert keyed.id_field == "claim_number" and keyed.ids == ["CLM-0", "CLM-1", "CLM-2"]
+    assert stored.id_field is None  # a copy: the stored artifact stays as stored
+    assert keyed.keyed_by(schema) is keyed
+    repeated = stored.model_copy(update={"rows": [*rows, {"claim_number": "CLM-0", "amount": 9}]})
+    assert repeated.keyed_by(schema).id_field is None  # never de-duplicated by it: not an identifier
+    assert stored.keyed_by(small_schema('name - string, a name (e.g., "Ada")')).id_field is None
+
+
 def test_choice_coverage_lists_zero_counts(batch_answer: str, good_schema: DataSchema):
     rows = DatasetBatch.parse(batch_answer, good_schema).rows
     coverage = choice_coverage(rows[:3], good_schema)

@@ -148,11 +148,35 @@ def test_feedback_reaches_all_three_prompts(scripted, settings, inputs, good):
                for r in provider.requests)
 
 
-def test_a_dataset_without_an_id_field_is_a_user_error(scripted, settings, inputs):
-    no_id = inputs.model_copy(update={"dataset": inputs.dataset.model_copy(update={"id_field": None})})
+def without_identifier(schema):
+    """The schema with no field find_id_field accepts (names and descriptions no longer say identifier)."""
+    fields = [f.model_copy(update={"name": f"{f.name}_x", "description": "a label"})
+              if f.role == "existing" and f.type in ("string", "integer") else f for f in schema.fields]
+    return schema.model_copy(update={"fields": fields})
+
+
+def test_a_dataset_stored_without_its_id_field_is_keyed_by_the_schemas_identifier(scripted, settings, inputs, good):
+    # The insurance trial: a dataset stored by older code says id_field: null although today's
+    # find_id_field accepts the schema's claim_number; the tools stage stopped, telling the user to
+    # regenerate a schema that already had the field.
+    stored = inputs.model_copy(update={"dataset": inputs.dataset.model_copy(update={"id_field": None})})
+    llm, provider = scripted(good)
+    result = tools_stage.run(stored, **kw(settings, llm))
+    assert result.artifact.id_field == inputs.dataset.id_field is not None
+    assert all(c.passed for c in result.checks)
+
+
+def test_a_dataset_without_an_id_field_is_a_user_error_naming_the_stage_to_rerun(scripted, settings, inputs):
+    stored = inputs.dataset.model_copy(update={"id_field": None})
+    no_id = inputs.model_copy(update={"dataset": stored, "data_schema": without_identifier(inputs.data_schema)})
     llm, provider = scripted([])
-    with pytest.raises(UserError, match="no identifier field"):
+    with pytest.raises(UserError, match=r"no identifier field.*rerun --from schema"):
         tools_stage.run(no_id, **kw(settings, llm))
+    id_field = inputs.dataset.id_field
+    rows = [{**r, id_field: inputs.dataset.rows[0][id_field]} for r in stored.rows]  # one identifier, every row
+    repeated = inputs.model_copy(update={"dataset": stored.model_copy(update={"rows": rows})})
+    with pytest.raises(UserError, match=rf"do not hold a distinct {id_field} each.*rerun --from dataset"):
+        tools_stage.run(repeated, **kw(settings, llm))
     assert provider.requests == []
 
 

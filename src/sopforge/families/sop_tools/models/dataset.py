@@ -29,6 +29,7 @@ __all__ = [
     "BatchRecord",
     "Dataset",
     "find_id_field",
+    "no_identifier_message",
     "row_key",
     "row_label",
     "quote_value",
@@ -179,6 +180,24 @@ class Dataset(BaseModel):
                 "duplicates_dropped": self.duplicates_dropped, "batches": len(self.batches),
                 "attempts": sum(b.attempts for b in self.batches)}
 
+    def keyed_by(self, schema: DataSchema) -> Dataset:
+        """This dataset with its identifier field, found again in the schema when the stored one is None.
+
+        A dataset stored by older code carries ``id_field: null`` although today's :func:`find_id_field`
+        accepts the schema's identifier (the insurance trial's ``claim_number``); the field is taken
+        only when every row holds a distinct value of it, since those rows were never de-duplicated by it.
+
+        Returns:
+            ``self`` when the stored field is set or no field qualifies; otherwise a copy naming it.
+        """
+        if self.id_field:
+            return self
+        found = find_id_field(schema)
+        values = [r.get(found) for r in self.rows] if found else []
+        if not values or any(v is None for v in values) or len({str(v) for v in values}) != len(values):
+            return self
+        return self.model_copy(update={"id_field": found})
+
     def to_prompt_text(self, max_rows: int | None = None) -> str:
         """Rows as the Python literal later templates read (``sample_data``), one row per line.
 
@@ -214,6 +233,20 @@ def find_id_field(schema: DataSchema) -> str | None:
         return "unique" not in f.description.lower(), not (f.name == "id" or f.name.endswith("_id"))
 
     return min(ids, key=rank).name if ids else None
+
+
+def no_identifier_message(stage: str, schema: DataSchema, why: str) -> str:
+    """The one-line way out when a stage needs the rows' identifier and the dataset has none.
+
+    Regenerating the schema helps only when the schema really has no identifier field; when it has
+    one, the stored rows repeat or lack its values and the dataset is what to sample again.
+    """
+    found = find_id_field(schema)
+    if found:
+        return (f"{stage}: the dataset's rows do not hold a distinct {found} each, and {why}: "
+                "sample the rows again (rerun --from dataset)")
+    return (f"{stage}: the dataset has no identifier field (see schema.unique_id_present), and {why}: "
+            "regenerate the schema with a unique identifier field (rerun --from schema)")
 
 
 def row_key(row: dict[str, Any]) -> str:

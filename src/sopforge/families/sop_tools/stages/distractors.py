@@ -32,7 +32,7 @@ from sopforge.families.sop_tools.models.api_graph import APIGraph
 from sopforge.checks import CheckResult, check
 from sopforge.context.model import BusinessContext
 from sopforge.families.sop_tools.models.data_schema import DataSchema
-from sopforge.families.sop_tools.models.dataset import Dataset
+from sopforge.families.sop_tools.models.dataset import Dataset, no_identifier_message
 from sopforge.families.sop_tools.models.distractor_code import base_manager_members
 from sopforge.families.sop_tools.models.distractors import (
     DistractorField, DistractorSet, DistractorTool, parse_field_answer, parse_tools_answer,
@@ -114,10 +114,10 @@ def run(inputs: DistractorsInputs, *, llm: LLMClient, settings: Settings, model:
         ValidationFailed: An ask failed every attempt; ``raw_texts`` holds every answer so far.
     """
     registry = registry or default_registry(settings)
-    dataset, base, gt, schema = inputs.dataset, inputs.tools, inputs.ground_truth, inputs.data_schema
+    base, gt, schema = inputs.tools, inputs.ground_truth, inputs.data_schema
+    dataset = inputs.dataset.keyed_by(schema)  # a dataset stored by older code may say id_field: null
     if not dataset.id_field:
-        raise UserError("distractors: the dataset has no id field; new columns are keyed by it. "
-                        "Regenerate the schema with a unique identifier field")
+        raise UserError(no_identifier_message("distractors", schema, "new columns are keyed by it"))
     limits = limits or TOOL_CHECK_LIMITS
     if inputs.n_tools or inputs.n_fields:
         problem = baseline_problem(base, schema, inputs.api_graph, dataset.rows, gt, limits=limits)

@@ -30,7 +30,7 @@ from sopforge.families.sop_tools.models.api_graph import APIGraph
 from sopforge.checks import CheckResult, apply_waivers, as_report, blocking_failures
 from sopforge.context.model import BusinessContext
 from sopforge.families.sop_tools.models.data_schema import DataSchema
-from sopforge.families.sop_tools.models.dataset import Dataset
+from sopforge.families.sop_tools.models.dataset import Dataset, no_identifier_message
 from sopforge.families.sop_tools.models.sop import SOPDocument
 from sopforge.families.sop_tools.models.tools import (
     APIDocs, ToolCode, ToolsArtifact, ToolSpecs, ToolsStepRecord, csv_cell, manager_class_name,
@@ -115,10 +115,10 @@ def run(inputs: ToolsInputs, *, llm: LLMClient, settings: Settings, model: str, 
             ``raw_texts`` holds every answer so far.
     """
     registry = registry or default_registry(settings)
-    ctx, schema, sop, graph, dataset = inputs.context, inputs.data_schema, inputs.sop, inputs.api_graph, inputs.dataset
+    ctx, schema, sop, graph = inputs.context, inputs.data_schema, inputs.sop, inputs.api_graph
+    dataset = inputs.dataset.keyed_by(schema)  # a dataset stored by older code may say id_field: null
     if not dataset.id_field:
-        raise UserError("tools: the dataset has no identifier field (see schema.unique_id_present); tools look rows "
-                        "up by it. Regenerate the schema with a unique identifier field")
+        raise UserError(no_identifier_message("tools", schema, "tools look rows up by it"))
     class_name = manager_class_name(inputs.theme_slug)
     limits = limits or TOOL_CHECK_LIMITS
     shared = {"sop_file_contents": sop.to_prompt_text(), "sample_schema": schema.to_prompt_text()}
