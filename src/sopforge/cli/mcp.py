@@ -78,6 +78,9 @@ def mcp(
         sock.bind((HOST, port))
     except OSError as error:
         raise UserError(f"cannot listen on {HOST}:{port} ({error.strerror}): choose another --port") from None
+    # Listening before the address is printed: a client that connects at once waits in the backlog until uvicorn
+    # accepts, instead of being refused (a bound socket that is not listening refuses; CI saw it).
+    sock.listen(128)
     url = f"http://{HOST}:{sock.getsockname()[1]}/mcp"
     err.print(f"serving {environment.name} ({len(environment.tools())} tools, {len(environment.tasks())} tasks) "
               f"over MCP at {url}  (Ctrl-C stops)", markup=False, highlight=False)

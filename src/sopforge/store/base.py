@@ -43,6 +43,7 @@ _writing: dict[str, list[tuple[Callable[[duckdb.DuckDBPyConnection], None], Any]
 _flushers: dict[str, "StoreBase"] = {}
 _journals: dict[str, journal.Journal] = {}  # this process's journal per database file
 _verified: set[str] = set()  # database files this process has read whole (StoreBase.verify)
+_exiting = False  # set by the exit hook: later writes are made at once, not by a timer thread
 
 
 @contextmanager
@@ -140,7 +141,9 @@ class StoreBase:
             queue.append((write, item))
             first = len(queue) == 1
             _flushers[self._key] = self
-        if first:
+        if first and _exiting:
+            self._flush()  # no timer thread once the process exits: it could be writing while the interpreter ends
+        elif first:
             timer = threading.Timer(FLUSH_SECONDS, self._flush)
             timer.daemon = True
             timer.start()
@@ -255,6 +258,8 @@ def _flush_all() -> None:
 def _at_exit() -> None:
     """Write every queued call, then remove the journals that hold nothing uncommitted (one whose last
     write failed stays, for the next process to fold in)."""
+    global _exiting
+    _exiting = True
     _flush_all()
     with _pending_lock:
         for key, open_journal in list(_journals.items()):

@@ -141,7 +141,11 @@ def linger_reads(enabled: bool = True) -> None:
         if _closer is None:
             _closer = threading.Thread(target=_close_idle_forever, name="sopforge-store-closer", daemon=True)
             _closer.start()
-            atexit.register(close_idle)  # a connection left open at exit is reported as a leak on stderr
+            # At exit: no connection is kept any more, and the kept ones are closed. A read made by a later exit
+            # hook would otherwise leave one for the closer thread, which then closes it inside DuckDB while the
+            # interpreter finalizes: the thread is unwound in C++ and the process aborts ("FATAL: exception not
+            # rethrown", once in CI), and a connection left open is reported as a leak.
+            atexit.register(linger_reads, False)
 
 
 def close_idle(min_idle: float = 0.0) -> None:
