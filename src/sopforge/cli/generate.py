@@ -338,9 +338,10 @@ def ways_out(error: Exception, run_id: str, upstream: list[str] | None = None, s
 
 
 def _upstream(spec: ThemeSpec, stage: str) -> list[str]:
-    """The stages ``stage`` reads (besides the shared context), or [] for a name that is not a stage."""
+    """The stages ``stage`` reads, directly or not (besides the shared context), or [] for a name that is not a
+    stage: the package's audit can fail on the data, which it reads only through the tools and the reference."""
     try:
-        return [p for p in spec.plan().get(stage).parents if p != "context"]
+        return [p for p in spec.plan().ancestors(stage) if p != "context"]
     except Exception:  # noqa: BLE001 - an error message, not a stage name: no hint
         return []
 

@@ -76,6 +76,14 @@ class Plan:
                 return spec
         raise UserError(f"unknown stage {name!r}: choose one of {', '.join(self.names)}")
 
+    def ancestors(self, name: str) -> list[str]:
+        """Every stage ``name`` reads, directly or not, in plan order (without ``name``)."""
+        found = set(self.get(name).parents)
+        for spec in reversed(self.stages):
+            if spec.name in found:
+                found.update(spec.parents)
+        return [s.name for s in self.stages if s.name in found]
+
     def descendants(self, name: str) -> list[str]:
         """``name`` and every stage that reads it, directly or not, in plan order."""
         found = {self.get(name).name}

@@ -85,6 +85,17 @@ def test_a_stopped_stage_says_what_the_user_can_do_next():
     assert "\n" not in line
 
 
+def test_a_failed_package_names_the_dataset_it_reads_only_through_the_tools_and_the_reference():
+    """The insurance trial's export audit failed on two rows whose report date precedes the loss: the data."""
+    from sopforge.cli.generate import _upstream
+
+    spec = build_spec({"theme": "claims", "families": ["sop_tools"]}, source="t")
+    assert _upstream(spec, "package") == ["schema", "sop", "api_graph", "dataset", "tools", "reference", "distractors",
+                                          "manipulations"]
+    assert _upstream(spec, "tools") == ["schema", "sop", "api_graph", "dataset"]
+    assert _upstream(spec, "schema") == [] and _upstream(spec, "no such stage") == []
+
+
 def test_a_check_that_knows_its_cause_is_upstream_sends_the_user_there_with_the_words_to_use():
     error = ValidationFailed("tools: the data gives …", report=[{
         "name": "tools.data.one_value_per_input", "message": "m",
