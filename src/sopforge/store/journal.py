@@ -18,8 +18,9 @@ Both live in ``<database>.ledger/`` (``sopforge.duckdb.ledger/``):
   the call's claim is released. A process reads the set of answered hashes once; a concurrent run of the
   same theme that answered a prompt *after* that read, and released its claim before this process asked,
   was invisible to it, so this process paid again (issue 21: 40 of 190 calls of a concurrent pair). Before
-  sending, a process reads the log past where it last stopped. It grows by one 65-byte line per answer
-  and is never rewritten (100,000 answers: 6.5 MB, of which each process reads only what is new).
+  sending, a process reads the log past where it last stopped (a new reader starts 64 KiB before the end).
+  It grows by one 65-byte line per answer and is never rewritten (100,000 answers: 6.5 MB, of which each
+  process reads only what is new).
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ from sopforge.llm.types import LLMCallRecord
 
 from .owner import STALE_AFTER, Owner, process_alive
 
-__all__ = ["AnsweredLog", "Journal", "announce_answer", "claim_file", "fold_journals", "has_orphans", "journaled_answer", "ledger_dir", "remove_folded"]
+__all__ = ["AnsweredLog", "Journal", "announce_answer", "claim_file", "fold_journals", "has_orphans",
+           "journaled_answer", "ledger_dir", "remove_folded"]
 
 _JOURNAL_RE = re.compile(r"^journal-(\d+)-(\d+)-(.*)\.jsonl$")
 _POLL_SECONDS = (0.02, 0.05, 0.1, 0.2)
@@ -331,7 +333,7 @@ class AnsweredLog:
         return (found.st_dev, found.st_ino), found.st_size
 
     def announced(self, request_hash: str) -> bool:
-        """Whether an answer to ``request_hash`` was announced since this log was created."""
+        """Whether an answer to ``request_hash`` was announced since shortly before this log was created."""
         self._read_new()
         return request_hash in self._seen
 
