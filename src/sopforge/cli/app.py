@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
-import typer
+from sopforge.cli import stopped  # first: its exit hook must run after every other one (see the module)
+
+import typer  # noqa: E402
 
 from sopforge.cli import audit, evaluate, generate, inspect, mcp, rerun, review, runs, serve, ui
 
@@ -54,6 +56,7 @@ def main() -> None:
     # per burst, not per read. Only here, for the command's own process: library users and tests
     # that call the app in-process keep a connection per operation.
     linger_reads()
+    stopped.arm()
     app()
 
 
