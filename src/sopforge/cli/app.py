@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
-from sopforge.cli import stopped  # first: its exit hook must run after every other one (see the module)
+from sopforge.cli import ending  # first: its exit hook must run after every other one (see the module)
 
 import typer  # noqa: E402
 
@@ -56,8 +56,11 @@ def main() -> None:
     # per burst, not per read. Only here, for the command's own process: library users and tests
     # that call the app in-process keep a connection per operation.
     linger_reads()
-    stopped.arm()
-    app()
+    try:
+        app()
+    except SystemExit as exit_:  # click ends every command this way; a traceback ends as usual
+        ending.ending_with(exit_.code)
+        raise
 
 
 if __name__ == "__main__":

@@ -12,8 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from sopforge.cli import stopped
-from sopforge.errors import Interrupted, SopforgeError
+from sopforge.errors import SopforgeError
 from sopforge.store.redact import redact_text
 
 out = Console(highlight=False)
@@ -36,11 +35,8 @@ def handle_errors(command: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return command(*args, **kwargs)
         except SopforgeError as error:
-            if isinstance(error, Interrupted):
-                stopped.stopped_by_signal(error.exit_code)
             fail(str(error).splitlines()[0] if str(error) else error.__class__.__name__, error.exit_code)
         except KeyboardInterrupt:
-            stopped.stopped_by_signal(130)
             fail("interrupted", 130)
 
     return wrapper
