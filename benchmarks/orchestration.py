@@ -124,6 +124,7 @@ def generation(latency: float, family: str, home: Path, model: str, extra: list[
         return respond(body, protocol)
 
     with FakeLLMServer(slow) as server:
+        began = time.time()
         wall, proc = timed_run(["generate", "--theme", THEME, "--slug", "pharmacy_refills", "--family", family,
                                 "--provider", "openai", "--model", model, "--base-url", server.openai_base_url,
                                 "--json", *extra],
@@ -135,7 +136,27 @@ def generation(latency: float, family: str, home: Path, model: str, extra: list[
     model_calls = {s: [k for k in keys] for s, keys in calls.items()}
     rounds, path = critical_path(model_calls, (family,))
     return {"W": wall, "C": rounds * latency, "rounds": rounds, "path": path, "N": n, "NL": n * latency,
-            "in_flight": in_flight, "cache_share": tokens_cached / tokens_in if tokens_in else 0.0}
+            "in_flight": in_flight, "cache_share": tokens_cached / tokens_in if tokens_in else 0.0,
+            "timeline": timeline(home, json.loads(proc.stdout)["run_id"], began)}
+
+
+def timeline(home: Path, run_id: str, began: float) -> list[str]:
+    """One line per stage of the run: seconds from the command's start to the stage's start and end, and
+    the span between its first model call's start and its last call's end (where the rest went)."""
+    import duckdb
+
+    with duckdb.connect(str(home / "sopforge.duckdb"), read_only=True) as con:
+        stages = con.execute("SELECT stage, epoch(started_at), epoch(finished_at) FROM stage_runs WHERE run_id = ? "
+                             "ORDER BY started_at", [run_id]).fetchall()
+        calls = dict((stage, (first, last)) for stage, first, last in con.execute(
+            "SELECT stage, min(epoch(created_at) - latency_ms / 1000), max(epoch(created_at)) FROM llm_calls "
+            "WHERE run_id = ? GROUP BY stage", [run_id]).fetchall())
+    lines = []
+    for stage, start, end in stages:
+        first, last = calls.get(stage, (None, None))
+        span = f"   calls {first - began:6.1f} .. {last - began:6.1f}" if first is not None else ""
+        lines.append(f"    {stage:<14} {start - began:6.1f} .. {end - began:6.1f} s{span}")
+    return lines
 
 
 def per_call_overhead(n: int = 50) -> tuple[float, float]:
@@ -213,6 +234,7 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=2.0, help="Seconds the fake server takes per call.")
     parser.add_argument("--family", default="sop_tools", help="Family to generate.")
     parser.add_argument("--skip-demo", action="store_true", help="Skip the cached demo and CLI timings.")
+    parser.add_argument("--timeline", action="store_true", help="Print when each stage and its calls ran.")
     parser.add_argument("--extra", default="", help="Extra generate options, e.g. '--max-cost 5'.")
     args = parser.parse_args()
     extra = args.extra.split() if args.extra else []
@@ -237,6 +259,8 @@ def run(args: argparse.Namespace, tmp: Path, extra: list[str]) -> None:
     for label, r in (("first run in a new home", cold), ("second run, same home", warm)):
         print(f"  {label:<24} W {r['W']:6.1f} s   W/C {r['W'] / r['C']:.2f} (target <= 1.5)   "
               f"max in flight {r['in_flight']}   cache-hit share {r['cache_share']:.0%}")
+        if args.timeline:
+            print("\n".join(r["timeline"]))
     own, with_http = per_call_overhead()
     print(f"  per-call overhead {own:.1f} ms in sopforge (target <= 20 ms); {with_http:.1f} ms with the SDK's "
           "HTTP exchange to a local server")

@@ -356,7 +356,8 @@ def execute_run(store: Store, settings: Settings, spec: ThemeSpec, config: dict[
     from sopforge.errors import NeedsReview, UserError
     from sopforge.orchestration import executor
     from sopforge.orchestration.flows import import_engine, load_flow
-    from sopforge.orchestration.prefect_env import configure_prefect, ready_prefect
+    from sopforge.llm.factory import import_sdks
+    from sopforge.orchestration.prefect_env import configure_prefect, ready_prefect, starting_prefect
     from sopforge.orchestration.prefect_server import lease
     from sopforge.sandbox.boundary import ensure_available as ensure_sandbox
 
@@ -375,6 +376,8 @@ def execute_run(store: Store, settings: Settings, spec: ThemeSpec, config: dict[
         err.print(estimate.line(spec.max_cost), markup=False, highlight=False)
     flow = load_flow("generate_domain", settings)  # imports Prefect, while a server just started comes up
     import_engine()
+    if starting_prefect():  # still seconds to wait: the first stage's SDK is imported in them
+        import_sdks(spec.for_stage(stage).provider for stage in spec.llm_stages)
     ready_prefect(settings)  # the only wait for it: everything above overlapped its start-up
     run_id = store.create_run(spec.theme, spec.slug, config)
     progress = _Progress(quiet=as_json, stages=len(spec.plan().stages), expected_calls=estimate.calls)

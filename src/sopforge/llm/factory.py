@@ -6,7 +6,8 @@ them, raised before any stage runs.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+from collections.abc import Callable, Iterable
 
 from pydantic import SecretStr
 
@@ -89,6 +90,18 @@ def build_provider(name: str, *, settings: Settings, base_url: str | None = None
     # From the command line there is nothing to script, so it fails on first use with a
     # message; from Python, construct ScriptedProvider(responses) directly instead.
     return ScriptedProvider([])
+
+
+# The SDK behind each provider that has one: seconds to import (openai 0.3 s, anthropic 1.2 s here).
+SDK_MODULES = {"anthropic": "sopforge.llm.providers.anthropic", "openai": "sopforge.llm.providers.openai"}
+
+
+def import_sdks(providers: Iterable[str]) -> None:
+    """Import these providers' SDKs now: called while a starting Prefect server comes up, where the
+    first stage would otherwise import it on the run's critical path (under the warm-up threads' load)."""
+    for name in sorted(set(providers)):
+        if name in SDK_MODULES:
+            importlib.import_module(SDK_MODULES[name])
 
 
 def build_gateway(settings: Settings, *, ledger: CallLedger | None = None, run_id: str | None = None,

@@ -14,17 +14,31 @@ Outside a flow run (unit tests, scripts) there is no task runner, and the sequen
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import partial
 from typing import Any, Callable, Sequence
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
-from prefect.context import FlowRunContext, TaskRunContext
+from prefect.context import FlowRunContext, TagsContext, TaskRunContext
 from prefect.futures import wait
 
 from sopforge.ask import sequential_map
 
-__all__ = ["prefect_map"]
+__all__ = ["prefect_map", "untagged"]
+
+
+@contextmanager
+def untagged() -> Iterator[None]:
+    """Task runs submitted here carry no tags (the flow run keeps the ones the runs list shows).
+
+    Prefect asks the server for a tag concurrency slot before every tagged task run starts. While the
+    server writes a finished task's events, its SQLite answers that request 503, and the client asks
+    again 2 s later: measured on 3 to 4 stage starts of every run (sopforge sets no tag limits).
+    """
+    with TagsContext(current_tags=set()):
+        yield
 
 
 # No retries and no result cache: the gateway retries transport errors, the store decides reuse.
@@ -47,7 +61,8 @@ def prefect_map(fn: Callable[[Any], Any], items: Sequence[Any], label: str = "it
     prefix = f"{parent.task_run.name.split(':')[0]}: " if parent is not None else ""
     # The item is bound in a partial (not passed as a parameter) so Prefect does not walk large
     # pydantic inputs looking for futures.
-    futures = [_item.with_options(task_run_name=f"{prefix}{label} {i + 1}/{len(items)}").submit(partial(fn, item))
-               for i, item in enumerate(items)]
+    with untagged():
+        futures = [_item.with_options(task_run_name=f"{prefix}{label} {i + 1}/{len(items)}").submit(partial(fn, item))
+                   for i, item in enumerate(items)]
     wait(futures)
     return [future.result() for future in futures]

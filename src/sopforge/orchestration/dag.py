@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from prefect.futures import as_completed
 
+from sopforge.orchestration.concurrency import untagged
 from sopforge.orchestration.gates import review_gate
 from sopforge.orchestration.tasks import stage_task
 
@@ -47,8 +48,9 @@ def run_plan(run_id: str, home: str | None, spec: "ThemeSpec") -> dict[str, str]
     def submit(stage: StageSpec, **options) -> PrefectFuture:
         upstream = [approved[p] for p in stage.parents]
         task = stage_task.with_options(task_run_name=options.pop("name", stage.name))
-        return task.submit(run_id, stage.name, home, upstream=upstream,
-                           wait_for=[producer[p] for p in stage.parents], **options)
+        with untagged():
+            return task.submit(run_id, stage.name, home, upstream=upstream,
+                               wait_for=[producer[p] for p in stage.parents], **options)
 
     while running or (pending and failure is None):
         if failure is None:

@@ -85,6 +85,12 @@ def begin_prefect(settings: Settings) -> None:
         os.environ["PREFECT_API_URL"] = _early_url = url
 
 
+def starting_prefect() -> bool:
+    """Whether :func:`begin_prefect` started this home's server and pointed Prefect at it before it answered:
+    until :func:`ready_prefect` returns, seconds in which the command can prepare what its first stage needs."""
+    return _early_url is not None and os.environ.get("PREFECT_API_URL") == _early_url
+
+
 def ready_prefect(settings: Settings) -> None:
     """Wait until the server :func:`begin_prefect` pointed Prefect at answers (no-op otherwise).
 
@@ -92,7 +98,7 @@ def ready_prefect(settings: Settings) -> None:
         SopforgeError: it did not come up, or came up at another address (a rare port clash:
             Prefect was configured for the first one, so the command must start again).
     """
-    if _early_url is None or os.environ.get("PREFECT_API_URL") != _early_url:
+    if not starting_prefect():
         return
     url = wait_for_shared_server(settings.prefect_home)
     if url != _early_url:
@@ -111,7 +117,7 @@ def configure_prefect(settings: Settings, *, shared_server: bool = False) -> str
             After :func:`begin_prefect` pointed Prefect at the home's server this does not wait:
             call :func:`ready_prefect` before the flow run.
     """
-    if _early_url is not None and os.environ.get("PREFECT_API_URL") == _early_url:
+    if starting_prefect():
         return f"Prefect server at {_early_url.removesuffix('/api')} (this home's, shared by its commands)"
     for key, value in _QUIET_DEFAULTS.items():
         os.environ.setdefault(key, value)

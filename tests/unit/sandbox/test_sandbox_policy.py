@@ -81,6 +81,20 @@ def test_violations_are_grouped_one_check_per_kind():
     assert "line 1: import of 'subprocess'" in processes.message and "line 3: os.system" in processes.message
 
 
+def test_a_verdict_is_kept_but_each_caller_gets_results_of_its_own():
+    # Verdicts are kept per source (a run's checks judge the same files many times); callers prefix
+    # their messages and add details, which must never reach the next caller.
+    code = "import yaml\nimport subprocess\n"
+    first = check_code(code)
+    for result in first:
+        result.message = "tools.py: " + result.message
+        result.details["file"] = "tools.py"
+    again = check_code(code)
+    assert [r.name for r in again] == [r.name for r in first]
+    assert not any(r.message.startswith("tools.py: ") or "file" in r.details for r in again)
+    assert len(check_code(code, allowed_imports=DEFAULT_ALLOWED | {"yaml"})) == len(again) - 1  # another verdict
+
+
 def test_a_syntax_error_is_a_failed_check_with_its_line():
     results = check_code("class M:\n    def f(self:\n        pass\n")
     assert len(results) == 1 and results[0].name == "tools.policy.syntax" and not results[0].passed

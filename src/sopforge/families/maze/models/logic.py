@@ -19,6 +19,7 @@ the verifiers, the scorer's baselines and the exports alike.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import re
@@ -164,6 +165,18 @@ def parse_atom(text: str) -> Atom:
     Raises:
         ValueError: the text is not ``<fact> <op> <value>`` (the message shows the expected form).
     """
+    return _parsed_atom(text) if isinstance(text, str) else _parse_atom(text)
+
+
+# Planning instances walks every scenario's branches once per simulated turn, re-reading the same few
+# condition texts hundreds of thousands of times: a sixth of a demo generation's CPU (py-spy) before they were kept
+# (an Atom is frozen, so one object serves every reader).
+@functools.lru_cache(maxsize=4096)
+def _parsed_atom(text: str) -> Atom:
+    return _parse_atom(text)
+
+
+def _parse_atom(text) -> Atom:
     match = _ATOM.match(text if isinstance(text, str) else "")
     if match is None:
         raise ValueError(f"condition {text!r} must read '<fact> <op> <value>' with op one of {', '.join(OPS)}, "
