@@ -24,10 +24,10 @@ import pytest
 # Only the order depends on it: a wrong weight makes the suite a little longer, never wrong.
 WEIGHTS = {  # ~ seconds per test / 15, from --durations of a serial run (test_local_topology: its group)
     "test_local_topology.py": 12,
-    "test_eval.py": 12,  # its group: a module demo, then four evaluations
+    "test_eval.py": 12,  # the demo group: four evaluations on a copy of the session's demo
     "test_shared_prefect_server.py": 10,
     "test_review_gates.py": 7,
-    "test_readme.py": 7,
+    "test_readme.py": 7,  # the demo group too
     "test_browser_review.py": 6,
     "test_demo_output.py": 6,  # the demo group: the shared demo is generated first
     "test_rerun.py": 5,

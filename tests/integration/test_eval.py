@@ -1,6 +1,7 @@
 """``sopforge eval`` and ``sopforge mcp`` on the demo domain, end to end.
 
-The demo (sop_tools) is generated once for the module. Agents run through the real OpenAI SDK
+The session's demo (``integration/conftest.py``) is copied once for the module (evaluations write to its
+store); its sop_tools family is evaluated. Agents run through the real OpenAI SDK
 against the fake server, scripted as a perfect, a lazy and an over-eager agent (eval_agents.py):
 their scores must order as expected on every metric, with the baselines beside them, and the
 perfect one must match the oracle. The MCP server is driven by the official SDK's own client,
@@ -24,7 +25,7 @@ from cli_support import ROOT, SOPFORGE, quiet_env
 from eval_agents import Truth, responder
 from sopforge.llm.testserver import FakeLLMServer
 
-pytestmark = [pytest.mark.prefect, pytest.mark.timeout(1800), pytest.mark.xdist_group("eval")]  # one module demo
+pytestmark = [pytest.mark.prefect, pytest.mark.timeout(1800), pytest.mark.xdist_group("demo")]  # where the demo is
 
 
 class Demo:
@@ -40,11 +41,10 @@ class Demo:
 
 
 @pytest.fixture(scope="module")
-def demo(prefect_api, tmp_path_factory):
-    demo = Demo(tmp_path_factory.mktemp("eval") / "home", prefect_api)
-    made = demo.run("generate", "examples/themes/pharmacy_refills.yaml", "--family", "sop_tools", "--json")
-    assert made.returncode == 0, made.stderr[-2000:]
-    demo.run_id = json.loads(made.stdout)["run_id"]
+def demo(demo, tmp_path_factory):  # the session's demo, copied
+    shared = demo
+    demo = Demo(shared.copy(tmp_path_factory.mktemp("eval") / "home"), shared.prefect_api)
+    demo.run_id = shared.run_id
     demo.export = demo.home / "exports" / demo.run_id
     with duckdb.connect(str(demo.home / "sopforge.duckdb"), read_only=True) as con:
         (graph,) = con.execute("SELECT content FROM artifacts WHERE run_id = ? AND stage = 'api_graph' "
@@ -54,8 +54,9 @@ def demo(prefect_api, tmp_path_factory):
 
 
 def evaluate(demo: Demo, server: FakeLLMServer, model: str, *extra: str) -> dict:
-    result = demo.run("eval", demo.run_id, "--provider", "openai", "--base-url", server.openai_base_url, "--model",
-                      model, "--judge-model", "perfect", "--limit", "3", "--json", *extra, OPENAI_API_KEY="sk-test")
+    result = demo.run("eval", demo.run_id, "--family", "sop_tools", "--provider", "openai", "--base-url",
+                      server.openai_base_url, "--model", model, "--judge-model", "perfect", "--limit", "3", "--json",
+                      *extra, OPENAI_API_KEY="sk-test")
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout)
 

@@ -1,5 +1,8 @@
 """Every example in README.md works: ``make demo``, then each ```` ```bash ```` block, in order.
 
+``make demo`` runs on a copy of the session's demo home (``integration/conftest.py``), which that same
+command generated first; so it is the cached second run here, and every block reads a real demo run.
+
 The rule, stated in the README too: a ``bash`` block runs unless the line just above it is an HTML
 comment ``<!-- readme-test: skip: why -->`` (it needs an API key, the network, Docker, or a server
 that runs until stopped). A runnable block may only call ``.venv/bin/sopforge``, ``.venv/bin/python``
@@ -95,13 +98,16 @@ def run(args: list[str], work: Path, env: dict[str, str], timeout: float = 600) 
 
 
 @pytest.mark.prefect
-def test_every_runnable_readme_example_runs(prefect_api, tmp_path):
+@pytest.mark.xdist_group("demo")
+def test_every_runnable_readme_example_runs(demo, tmp_path):
     work = tmp_path / "work"
     work.mkdir()
     for name in (".venv", "examples"):
         (work / name).symlink_to(ROOT / name)
-    home = work / "artifacts"
-    env = quiet_env(SOPFORGE_HOME=str(home), PREFECT_API_URL=prefect_api)
+    # The session's demo is `make demo`'s first run (the same command on the same theme): here `make demo`
+    # runs again on a copy of its home, as a user's second `make demo` does, and every example reads it.
+    home = demo.copy(work / "artifacts")
+    env = quiet_env(SOPFORGE_HOME=str(home), PREFECT_API_URL=demo.prefect_api)
 
     demo = run(["make", "-C", str(ROOT), "demo"], work, env)
     assert demo.returncode == 0, demo.stdout[-2000:] + demo.stderr[-2000:]

@@ -6,7 +6,10 @@ clients, so what is checked is what a user's run would see.
 
 from __future__ import annotations
 
+import json
+import subprocess
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +19,7 @@ from sopforge.llm.batch import Batcher
 from sopforge.llm.limits import LimiterRegistry
 from sopforge.llm.testserver import FakeLLMServer, RateLimit
 from sopforge.store import Store
+from sopforge.store.journal import ledger_dir
 
 def provider(protocol: str, server: FakeLLMServer):
     from sopforge.llm.providers.anthropic import AnthropicProvider
@@ -68,6 +72,16 @@ def test_a_stage_s_concurrent_calls_become_one_batch_job_costed_at_batch_price(p
     assert job["status"] == "ended" and job["provider"] == protocol
 
 
+def _as_if_its_process_died(db_path: Path) -> None:
+    """Leave the frozen run's claims as a killed process leaves them: naming a process that is gone (the
+    resumed run then takes them over at once, instead of after the longest call the holder could make)."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    for claim in ledger_dir(db_path).glob("claim-*"):
+        owner = json.loads(claim.read_text())
+        claim.write_text(json.dumps({**owner, "pid": gone.pid}))
+
+
 def test_a_job_left_open_by_a_stopped_run_is_polled_not_resubmitted(protocol, tmp_path, make_settings):
     frozen = threading.Event()  # the first run stops for good while its job is in progress
 
@@ -86,6 +100,7 @@ def test_a_job_left_open_by_a_stopped_run_is_polled_not_resubmitted(protocol, tm
         while not store.batch_jobs():
             threading.Event().wait(0.05)
         (job_id,) = server.batches.jobs
+        _as_if_its_process_died(tmp_path / "db.duckdb")
 
         server.batch_seconds = 0
         resumed = Batcher(provider(protocol, server), store, run_id="r-2", stage="stage", poll_seconds=0.05,
