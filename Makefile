@@ -44,7 +44,7 @@ demo: env sandbox-deps
 
 # Every test, both tiers, on TEST_WORKERS pytest-xdist workers (tests/README.md). loadgroup keeps the
 # tests that share a module or session fixture (the local topology, the demo) on one worker.
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 3
 test: env system-deps
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup
 
