@@ -99,7 +99,8 @@ def check_code(source: str, *, allowed_imports: frozenset[str] | None = None,
 
 
 # A stage's checks, its sandbox runs and the package's audit judge the same few sources again and again
-# (every sandbox run checks its whole folder): an eighth of a demo generation's CPU before verdicts were kept.
+# (every sandbox run checks its whole folder): the policy's AST walks were a tenth of a demo generation's
+# sampled CPU (py-spy) before verdicts were kept.
 @functools.lru_cache(maxsize=256)
 def _verdict(source: str, allowed_imports: frozenset[str], mode: PolicyMode) -> tuple[CheckResult, ...]:
     return tuple(_judge(source, allowed_imports, mode))

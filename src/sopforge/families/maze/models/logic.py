@@ -169,8 +169,8 @@ def parse_atom(text: str) -> Atom:
 
 
 # Planning instances walks every scenario's branches once per simulated turn, re-reading the same few
-# condition texts hundreds of thousands of times: a sixth of a demo generation's CPU (py-spy) before they were kept
-# (an Atom is frozen, so one object serves every reader).
+# condition texts over and over: the largest single cost of a demo's SOP-Maze stages in a py-spy profile
+# before they were kept (an Atom is frozen, so one object serves every reader).
 @functools.lru_cache(maxsize=4096)
 def _parsed_atom(text: str) -> Atom:
     return _parse_atom(text)
