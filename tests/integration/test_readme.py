@@ -104,9 +104,7 @@ def test_every_runnable_readme_example_runs(demo, tmp_path):
     work.mkdir()
     for name in (".venv", "examples"):
         (work / name).symlink_to(ROOT / name)
-    # The session's demo is `make demo`'s first run (the same command on the same theme): here `make demo`
-    # runs again on a copy of its home, as a user's second `make demo` does, and every example reads it.
-    home = demo.copy(work / "artifacts")
+    home = demo.copy(work / "artifacts")  # `make demo` below is its cached second run (module docstring)
     env = quiet_env(SOPFORGE_HOME=str(home), PREFECT_API_URL=demo.prefect_api)
 
     demo = run(["make", "-C", str(ROOT), "demo"], work, env)
