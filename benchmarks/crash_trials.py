@@ -240,7 +240,7 @@ def main() -> None:
     api = f"http://127.0.0.1:{port}/api"
     prefect_home = root / "prefect"
     prefect_home.mkdir()
-    server = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port",
+    server = subprocess.Popen([sys.executable, "-m", "sopforge.orchestration.prefect_cli", "server", "start", "--host", "127.0.0.1", "--port",
                                str(port)], env={**environment(prefect_home, api), "PREFECT_HOME": str(prefect_home)},
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

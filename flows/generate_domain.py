@@ -16,11 +16,15 @@ from prefect import flow
 from prefect.states import Completed, State
 
 from sopforge.errors import NeedsReview
+from sopforge.gc_thresholds import collect_less_often
 from sopforge.orchestration.dag import run_plan
 from sopforge.orchestration.executor import run_spec
 from sopforge.orchestration.lifecycle import run_lifecycle
 from sopforge.settings import load_settings
 from sopforge.store import Store
+
+# A deployment's flow run process starts by importing this module (see sopforge.gc_thresholds).
+collect_less_often()
 
 
 @flow(name="generate-domain", flow_run_name="{run_id}", persist_result=False, log_prints=True)

@@ -13,10 +13,14 @@ from pathlib import Path
 
 from prefect import flow, tags
 
+from sopforge.gc_thresholds import collect_less_often
 from sopforge.orchestration.flows import load_flow
 from sopforge.run_request import resolve_spec, run_config, run_tags
 from sopforge.settings import load_settings
 from sopforge.store import Store
+
+# A deployment's flow run process starts by importing this module (see sopforge.gc_thresholds).
+collect_less_often()
 
 
 @flow(name="new-domain", persist_result=False, log_prints=True)

@@ -39,7 +39,7 @@ def prefect_api(tmp_path_factory) -> str:
     env = quiet_env(PREFECT_HOME=str(home), PREFECT_UI_API_URL=api, PREFECT_SERVER_API_HOST="127.0.0.1",
                     PREFECT_SERVER_API_PORT=str(port))
     log = open(home / "server.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
+    proc = subprocess.Popen([sys.executable, "-m", "sopforge.orchestration.prefect_cli", "server", "start", "--host", "127.0.0.1",
                              "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_healthy(f"{api}/health", proc)

@@ -50,7 +50,10 @@ app.add_typer(review.review_app, name="review")
 
 def main() -> None:
     """The ``sopforge`` command (the console script and ``python -m sopforge.cli.app``)."""
+    from sopforge.gc_thresholds import collect_less_often
     from sopforge.store import linger_reads
+
+    collect_less_often()  # before the command imports Prefect & co.; see the module for the measurement
 
     # A command's reads come in bursts (a reused stage or `show` makes dozens): one DuckDB connection
     # per burst, not per read. Only here, for the command's own process: library users and tests

@@ -148,7 +148,7 @@ def register_deployments(settings: Settings, pool: str) -> None:
         pool_file = Path(tmp) / DEPLOYMENTS_FILE
         pool_file.write_text(deployments_for_pool(prefect_file, pool), encoding="utf-8")
         # Entrypoints (flows/…) are relative to the working directory: the checkout.
-        cmd = [sys.executable, "-m", "prefect", "--no-prompt", "deploy", "--all", "--prefect-file", str(pool_file)]
+        cmd = [sys.executable, "-m", "sopforge.orchestration.prefect_cli", "--no-prompt", "deploy", "--all", "--prefect-file", str(pool_file)]
         proc = subprocess.run(cmd, cwd=settings.project_root, env=dict(os.environ, PREFECT_CLI_PROMPT="false"),
                               capture_output=True, text=True)
     if proc.returncode != 0:
@@ -157,7 +157,7 @@ def register_deployments(settings: Settings, pool: str) -> None:
 
 
 def worker_command(pool: str, name: Optional[str], limit: Optional[int]) -> list[str]:
-    cmd = [sys.executable, "-m", "prefect", "worker", "start", "--pool", pool, "--type", POOL_TYPE]
+    cmd = [sys.executable, "-m", "sopforge.orchestration.prefect_cli", "worker", "start", "--pool", pool, "--type", POOL_TYPE]
     if name:
         cmd += ["--name", name]
     if limit:

@@ -82,7 +82,7 @@ def ui(
     api_url = f"http://127.0.0.1:{port}/api"
     env = dict(os.environ, PREFECT_SERVER_API_HOST="127.0.0.1", PREFECT_SERVER_API_PORT=str(port),
                PREFECT_UI_API_URL=api_url, PREFECT_UI_URL=f"http://127.0.0.1:{port}")
-    cmd = [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)]
+    cmd = [sys.executable, "-m", "sopforge.orchestration.prefect_cli", "server", "start", "--host", "127.0.0.1", "--port", str(port)]
     # A SIGTERM (from a service manager or `kill`) must stop the server too, not orphan it.
     signal.signal(signal.SIGTERM, _interrupt)
     proc = subprocess.Popen(cmd, env=env)

@@ -215,7 +215,7 @@ def serve(prefect_home: Path, idle_seconds: float, port: int | None = None) -> i
            "DO_NOT_TRACK": "1"}
     env.pop("PREFECT_API_URL", None)
     new_database = not seed_database(prefect_home) and not (prefect_home / "prefect.db").exists()
-    proc = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
+    proc = subprocess.Popen([sys.executable, "-m", "sopforge.orchestration.prefect_cli", "server", "start", "--host", "127.0.0.1",
                              "--port", str(port)], env=env, stdin=subprocess.DEVNULL)
     state = prefect_home / SERVER_STATE_FILE
 

@@ -74,15 +74,24 @@ def _plain(value):
         return None, str(exc)[:200]
 
 
-def _state(manager):
+def _state(manager, last=(None, None)):
+    # (state, its JSON text). Most calls are reads: a text equal to the last one's reuses its state
+    # rather than parsing the whole database again (the replay's main cost when it did).
     method = getattr(manager, "database_state", None)
     if method is None:
-        return None
-    value, problem = _plain(method())
+        return None, None
+    raw = method()
+    try:
+        text = json.dumps(raw)
+    except (TypeError, ValueError):
+        text = None
+    if text is not None and text == last[1]:
+        return last
+    value, problem = (json.loads(text), None) if text is not None else _plain(raw)
     if problem is not None or not isinstance(value, dict):
         raise TypeError("database_state() must return a dict of tables of JSON records" +
                         (": " + problem if problem else ""))
-    return value
+    return value, text
 
 
 def _diff(before, after):
@@ -110,8 +119,8 @@ def replay(steps, instance):
         if key not in _shared:
             _shared[key] = _manager_class()()
         manager = _shared[key]
-    start = _state(manager)
-    before = start
+    start, start_text = _state(manager)
+    before = (start, start_text)
     entries = []
     for step in steps:
         entry = {"tool": step["tool"]}
@@ -136,14 +145,14 @@ def replay(steps, instance):
             entry["output"], problem = _plain(value)
             if problem is not None:
                 entry["unencodable"] = problem
-        after = _state(manager)
-        change = _diff(before, after)
+        after = _state(manager, before)
+        change = _diff(before[0], after[0]) if after is not before else {}
         if change:
             entry["state_diff"] = change
         before = after
         entries.append(entry)
     records = sum(len(t) for t in start.values() if isinstance(t, dict)) if start is not None else 0
-    return {"calls": entries, "state_diff": _diff(start, before), "stateful": start is not None,
+    return {"calls": entries, "state_diff": _diff(start, before[0]), "stateful": start is not None,
             "tables": sorted(start) if start is not None else [], "initial_records": records}
 '''
 
