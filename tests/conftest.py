@@ -2,8 +2,8 @@
 
 ``make test`` (CI) runs every test on ``pytest-xdist`` workers (``-n``, see the Makefile). What
 keeps that safe: every test writes under its own ``tmp_path`` (a per-worker base folder), servers
-bind free loopback ports, and each worker starts its own Prefect server the first time a test asks
-for ``prefect_api`` (``tests/integration/conftest.py``).
+bind free loopback ports, and the workers share one Prefect server, started by the first test that
+asks for ``prefect_api`` (``tests/integration/conftest.py``).
 
 Tiers (``tests/README.md``):
 - ``slow``: end to end, the CLI in a subprocess against a Prefect server, seconds to minutes each.
