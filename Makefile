@@ -43,10 +43,11 @@ demo: env sandbox-deps
 	$(BIN)/sopforge generate $(DEMO_THEME)
 
 # Every test, both tiers, on TEST_WORKERS pytest-xdist workers (tests/README.md). loadgroup keeps the
-# tests that share a module or session fixture (the local topology, the demo) on one worker.
+# tests that share a module or session fixture (the local topology, the demo) on one worker; without
+# reordering, tests start in the order tests/conftest.py gives them.
 TEST_WORKERS ?= 3
 test: env system-deps
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 sandbox-deps:
 	@if [ -x /usr/bin/bwrap ]; then \

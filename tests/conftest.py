@@ -2,8 +2,8 @@
 
 ``make test`` (CI) runs every test on ``pytest-xdist`` workers (``-n``, see the Makefile). What
 keeps that safe: every test writes under its own ``tmp_path`` (a per-worker base folder), servers
-bind free loopback ports, and the workers share one Prefect server, started by the first test that
-asks for ``prefect_api`` (``tests/integration/conftest.py``).
+bind free loopback ports, and each worker starts its own Prefect server the first time a test asks
+for ``prefect_api`` (``tests/integration/conftest.py``).
 
 Tiers (``tests/README.md``):
 - ``slow``: end to end, the CLI in a subprocess against a Prefect server, seconds to minutes each.
@@ -29,7 +29,7 @@ collect_less_often()  # the workers import what the sopforge command does (see t
 WEIGHTS = {  # ~ seconds per test / 15, from --durations of a serial run (test_local_topology: its group)
     "test_local_topology.py": 12,
     "test_eval.py": 12,  # the demo group: four evaluations on a copy of the session's demo
-    "test_shared_prefect_server.py": 10,
+    "test_shared_prefect_server.py": 3,  # SOP-Maze alone, twice at once
     "test_review_gates.py": 7,
     "test_readme.py": 7,  # the demo group too
     "test_browser_review.py": 6,
@@ -48,6 +48,13 @@ WEIGHTS = {  # ~ seconds per test / 15, from --durations of a serial run (test_l
 }
 
 
+# Modules whose tests mostly wait (a flow paused for a reviewer in a browser, a process killed at some
+# point): a third of their wall time or less is CPU. Spread evenly among the other slow tests, so that
+# they do not fill every worker at once while the cores sit idle: when the two browser tests and a killed
+# run ran side by side, the suite used a third of the two cores for two minutes. The browser tests are
+# one xdist_group, so they also never run at the same time as each other.
+WAITING = {"test_browser_review.py", "test_resumed_exports.py", "test_probe.py"}
+
 # A test that asks for one of these needs a Prefect server (and the demo a whole generation).
 SERVER_FIXTURES = ("prefect_api", "cli", "demo")
 
@@ -65,3 +72,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.slow)
     # Stable: within one weight, tests keep their file order (module fixtures stay together).
     items.sort(key=weight, reverse=True)
+    slow = [item for item in items if weight(item)]
+    items[:len(slow)] = spread_waiting(slow)
+
+
+def spread_waiting(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The same tests with the ``WAITING`` modules' spread evenly among the others, the heaviest first.
+
+    Counted the way the scheduler hands them out (``--dist loadgroup --no-loadscope-reorder``): the tests
+    of one ``xdist_group`` go to one worker together, at their first test's place, so they count as one.
+    """
+    units: dict[object, list[pytest.Item]] = {}
+    for item in items:
+        units.setdefault(_group(item) or item, []).append(item)
+    waiting = [unit for unit in units.values() if unit[0].path.name in WAITING]
+    others = [unit for unit in units.values() if unit[0].path.name not in WAITING]
+    step = max(1, len(others) // (len(waiting) + 1))
+    for i, unit in enumerate(waiting):  # after the first `step` others, then every `step`
+        others.insert(min(len(others), (i + 1) * step + i), unit)
+    return [item for unit in others for item in unit]
+
+
+def _group(item: pytest.Item) -> str | None:
+    mark = item.get_closest_marker("xdist_group")
+    return (mark.args[0] if mark.args else mark.kwargs.get("name")) if mark else None

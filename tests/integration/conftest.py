@@ -17,11 +17,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-import signal
 import subprocess
-import time
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,42 +27,30 @@ from typing import Any
 
 import pytest
 
-from cli_support import ROOT, SOPFORGE, quiet_env
-from sopforge.orchestration.prefect_server import SERVER_STATE_FILE, lease, start_shared_server, wait_for_shared_server
+from cli_support import ROOT, SOPFORGE, free_port, quiet_env, wait_healthy
 
 
 @pytest.fixture(scope="session")
-def prefect_api(tmp_path_factory) -> Iterator[str]:
-    """API URL of the one Prefect server every worker of this test session shares, on 127.0.0.1.
-
-    It is sopforge's own shared server (``sopforge.orchestration.prefect_server``) for a Prefect home
-    in the session's base folder: the first worker that asks starts it, the others find it, each holds
-    a lease while its tests run, and the last one to leave stops it. One server rather than one per
-    worker: a server costs ~6 CPU-s to start and ~1 CPU-s a minute while idle, on a 2-core machine
-    where the suite is CPU-bound. Tests find their flow runs by name (the run id), never by counting.
-    """
-    base = tmp_path_factory.getbasetemp()  # a worker's is <the session's>/popen-gwN
-    home = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "prefect-shared"
-    with lease(home):  # taken before it starts: the server stops only once no worker holds one
-        with pytest.MonkeyPatch.context() as env:  # the server inherits it: stop if crashed workers never do
-            env.setenv("SOPFORGE_PREFECT_IDLE_SECONDS", "60")
-            start_shared_server(home)
-        yield wait_for_shared_server(home)
-    _stop_when_unused(home)
-
-
-def _stop_when_unused(home: Path) -> None:
-    """Stop the shared server if no other worker holds a lease (another may still be running tests)."""
-    state = home / SERVER_STATE_FILE
-    if any(home.glob("clients/*")) or not state.exists():
-        return
+def prefect_api(tmp_path_factory) -> str:
+    """API URL of a Prefect server started for this test session on 127.0.0.1."""
+    home = tmp_path_factory.mktemp("prefect-home")
+    port = free_port()
+    api = f"http://127.0.0.1:{port}/api"
+    env = quiet_env(PREFECT_HOME=str(home), PREFECT_UI_API_URL=api, PREFECT_SERVER_API_HOST="127.0.0.1",
+                    PREFECT_SERVER_API_PORT=str(port))
+    log = open(home / "server.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "sopforge.orchestration.prefect_cli", "server", "start", "--host", "127.0.0.1",
+                             "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
-        os.kill(json.loads(state.read_text())["pid"], signal.SIGTERM)
-    except (ProcessLookupError, ValueError, KeyError):
-        return
-    deadline = time.monotonic() + 30
-    while state.exists() and time.monotonic() < deadline:  # it removes the file once Prefect has stopped
-        time.sleep(0.2)
+        wait_healthy(f"{api}/health", proc)
+        yield api
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
 
 
 @dataclass

@@ -23,7 +23,7 @@ from review_support import FAST_POLL, FEEDBACK, ONLY_SOP_GATE, finish, generate_
 from sopforge.llm.testserver import FakeLLMServer
 from sopforge.orchestration.gates import review_key
 
-pytestmark = pytest.mark.prefect
+pytestmark = [pytest.mark.prefect, pytest.mark.xdist_group("browser")]  # one at a time: both mostly wait
 SHOTS = Path(os.environ.get("SOPFORGE_TEST_SCREENSHOTS", ROOT / "artifacts" / "test-screenshots"))
 
 
