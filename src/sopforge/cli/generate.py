@@ -268,7 +268,6 @@ def generate(
 
     sop_tools: schema → SOP → API graph ∥ dataset → tools → reference → distractors ∥ manipulations → package.
     """
-    from sopforge.orchestration.prefect_env import begin_prefect
     from sopforge.settings import load_settings
 
     started = time.monotonic()
@@ -286,9 +285,23 @@ def generate(
     store.check_writable()
     store.mark_interrupted()  # runs whose process was killed stop looking 'running' in plain SQL too
     config = run_config(spec, base_dir, settings)  # checks every provider can be built
-    if spec.review != "ui":  # --review ui needs a server with its UI the user started (checked below)
-        begin_prefect(settings)  # the home's Prefect server comes up while the run is prepared
+    begin_run(settings, spec)
     execute_run(store, settings, spec, config, as_json=as_json, started=started)
+
+
+def begin_run(settings: Settings, spec: ThemeSpec) -> None:
+    """Check the sandbox, then let the home's Prefect server come up while the run is prepared.
+
+    Generated code runs only inside the sandbox's OS boundary, so a machine that cannot set it up stops
+    here, in one line naming the fix, before any model call and before a server is started that would
+    then idle for half an hour.
+    """
+    from sopforge.orchestration.prefect_env import begin_prefect
+    from sopforge.sandbox.boundary import ensure_available as ensure_sandbox
+
+    ensure_sandbox()
+    if spec.review != "ui":  # --review ui needs a server with its UI the user started (checked later)
+        begin_prefect(settings)
 
 
 def parse_waivers(items: list[str]) -> dict[str, str]:
@@ -359,11 +372,7 @@ def execute_run(store: Store, settings: Settings, spec: ThemeSpec, config: dict[
     from sopforge.llm.factory import import_sdks
     from sopforge.orchestration.prefect_env import configure_prefect, ready_prefect, starting_prefect
     from sopforge.orchestration.prefect_server import lease
-    from sopforge.sandbox.boundary import ensure_available as ensure_sandbox
 
-    # Generated code runs only inside the sandbox's OS boundary: stop before any model call
-    # when it cannot be set up here (one line naming the fix), not at the tools stage.
-    ensure_sandbox()
     target = configure_prefect(settings, shared_server=spec.review != "ui")
     if spec.review == "ui" and not os.environ.get("PREFECT_API_URL"):
         raise UserError("--review ui pauses the flow run for a reviewer, which needs a Prefect server with its UI: "

@@ -49,10 +49,9 @@ def rerun(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
 ) -> None:
     """Start a new run from RUN: reuse every upstream artifact, regenerate from a stage or resume."""
-    from sopforge.cli.generate import execute_run
+    from sopforge.cli.generate import begin_run, execute_run
     from sopforge.cli.inspect import existing_store
     from sopforge.errors import UserError
-    from sopforge.orchestration.prefect_env import begin_prefect
     from sopforge.run_request import preflight
     from sopforge.theme import build_spec, build_stored_spec
 
@@ -89,6 +88,5 @@ def rerun(
                         "feedback": {from_stage: feedback} if feedback else {}}}
     store.check_writable()
     preflight(spec, settings.model_copy(update={"recordings_dir": config.get("recordings_dir")}))
-    if spec.review != "ui":
-        begin_prefect(settings)  # the home's Prefect server comes up while the run is prepared
+    begin_run(settings, spec)
     execute_run(store, settings, spec, config, as_json=as_json, started=started)

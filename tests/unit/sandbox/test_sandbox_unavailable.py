@@ -41,3 +41,4 @@ def test_generate_stops_before_any_model_call(tmp_path: Path, no_bwrap: str):
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and "sandbox for untrusted code is unavailable" in lines[0]
+    assert not (home / "prefect").exists(), "no Prefect server is started for a run that cannot happen"
