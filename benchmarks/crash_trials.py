@@ -44,6 +44,7 @@ from answers import by_stage  # noqa: E402
 from cli_support import free_port, wait_healthy  # noqa: E402
 
 from sopforge.llm.testserver import FakeLLMServer  # noqa: E402
+from sopforge.orchestration.prefect_server import PREFECT_COMMAND  # noqa: E402
 
 SOPFORGE = [sys.executable, "-m", "sopforge.cli.app"]
 FAMILIES = ("sop_tools", "probe", "maze")
@@ -240,7 +241,7 @@ def main() -> None:
     api = f"http://127.0.0.1:{port}/api"
     prefect_home = root / "prefect"
     prefect_home.mkdir()
-    server = subprocess.Popen([sys.executable, "-m", "sopforge.orchestration.prefect_cli", "server", "start", "--host", "127.0.0.1", "--port",
+    server = subprocess.Popen([*PREFECT_COMMAND, "server", "start", "--host", "127.0.0.1", "--port",
                                str(port)], env={**environment(prefect_home, api), "PREFECT_HOME": str(prefect_home)},
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

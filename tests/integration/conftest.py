@@ -19,7 +19,6 @@ import hashlib
 import json
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any
 import pytest
 
 from cli_support import ROOT, SOPFORGE, free_port, quiet_env, wait_healthy
+from sopforge.orchestration.prefect_server import PREFECT_COMMAND
 
 
 @pytest.fixture(scope="session")
@@ -39,7 +39,7 @@ def prefect_api(tmp_path_factory) -> str:
     env = quiet_env(PREFECT_HOME=str(home), PREFECT_UI_API_URL=api, PREFECT_SERVER_API_HOST="127.0.0.1",
                     PREFECT_SERVER_API_PORT=str(port))
     log = open(home / "server.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "sopforge.orchestration.prefect_cli", "server", "start", "--host", "127.0.0.1",
+    proc = subprocess.Popen([*PREFECT_COMMAND, "server", "start", "--host", "127.0.0.1",
                              "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_healthy(f"{api}/health", proc)

@@ -18,7 +18,6 @@ import secrets
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -32,6 +31,7 @@ import pytest
 
 from cli_support import ROOT, SOPFORGE, free_port, quiet_env, wait_healthy
 from sopforge.families import plan
+from sopforge.orchestration.prefect_server import PREFECT_COMMAND
 
 pytestmark = [pytest.mark.prefect, pytest.mark.xdist_group("topology")]  # one worker builds the topology
 
@@ -171,7 +171,7 @@ def topology(postgres_url, tmp_path_factory):
                            PREFECT_SERVER_API_AUTH_STRING=AUTH, PREFECT_SERVER_API_HOST="127.0.0.1",
                            PREFECT_SERVER_API_PORT=str(port), PREFECT_UI_API_URL=api)
     started = time.monotonic()
-    server = subprocess.Popen([sys.executable, "-m", "sopforge.orchestration.prefect_cli", "server", "start", "--host", "127.0.0.1",
+    server = subprocess.Popen([*PREFECT_COMMAND, "server", "start", "--host", "127.0.0.1",
                                "--port", str(port)], env=server_env, stdout=log_file(server_log),
                               stderr=subprocess.STDOUT)
     workers: list[subprocess.Popen] = []
@@ -208,7 +208,7 @@ def topology(postgres_url, tmp_path_factory):
 
 def start_run(topo: Topology, *params: str) -> str:
     """``prefect deployment run new-domain/default --param …``; returns the flow run id."""
-    proc = subprocess.run([sys.executable, "-m", "sopforge.orchestration.prefect_cli", "deployment", "run", "new-domain/default",
+    proc = subprocess.run([*PREFECT_COMMAND, "deployment", "run", "new-domain/default",
                            *[arg for p in params for arg in ("--param", p)]],
                           cwd=ROOT, env=topo.client_env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr

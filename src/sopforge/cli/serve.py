@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
@@ -140,6 +139,8 @@ def register_deployments(settings: Settings, pool: str) -> None:
     Raises:
         UserError: ``prefect.yaml`` is missing or Prefect refused it (its last output line is quoted).
     """
+    from sopforge.orchestration.prefect_server import PREFECT_COMMAND
+
     prefect_file = settings.project_root / DEPLOYMENTS_FILE
     if not prefect_file.is_file():
         raise UserError(f"{prefect_file} is missing: run sopforge serve from a complete checkout "
@@ -148,7 +149,7 @@ def register_deployments(settings: Settings, pool: str) -> None:
         pool_file = Path(tmp) / DEPLOYMENTS_FILE
         pool_file.write_text(deployments_for_pool(prefect_file, pool), encoding="utf-8")
         # Entrypoints (flows/…) are relative to the working directory: the checkout.
-        cmd = [sys.executable, "-m", "sopforge.orchestration.prefect_cli", "--no-prompt", "deploy", "--all", "--prefect-file", str(pool_file)]
+        cmd = [*PREFECT_COMMAND, "--no-prompt", "deploy", "--all", "--prefect-file", str(pool_file)]
         proc = subprocess.run(cmd, cwd=settings.project_root, env=dict(os.environ, PREFECT_CLI_PROMPT="false"),
                               capture_output=True, text=True)
     if proc.returncode != 0:
@@ -157,7 +158,9 @@ def register_deployments(settings: Settings, pool: str) -> None:
 
 
 def worker_command(pool: str, name: Optional[str], limit: Optional[int]) -> list[str]:
-    cmd = [sys.executable, "-m", "sopforge.orchestration.prefect_cli", "worker", "start", "--pool", pool, "--type", POOL_TYPE]
+    from sopforge.orchestration.prefect_server import PREFECT_COMMAND
+
+    cmd = [*PREFECT_COMMAND, "worker", "start", "--pool", pool, "--type", POOL_TYPE]
     if name:
         cmd += ["--name", name]
     if limit:

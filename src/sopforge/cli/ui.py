@@ -7,7 +7,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -56,7 +55,7 @@ def ui(
     from sopforge.orchestration.prefect_env import configure_prefect, running_ui_api_url, ui_state_path
     from sopforge.settings import load_settings
 
-    from sopforge.orchestration.prefect_server import lease, shared_server_url, stop_process
+    from sopforge.orchestration.prefect_server import PREFECT_COMMAND, lease, shared_server_url, stop_process
 
     settings = load_settings(home=home)
     shared = shared_server_url(settings.prefect_home)
@@ -82,7 +81,7 @@ def ui(
     api_url = f"http://127.0.0.1:{port}/api"
     env = dict(os.environ, PREFECT_SERVER_API_HOST="127.0.0.1", PREFECT_SERVER_API_PORT=str(port),
                PREFECT_UI_API_URL=api_url, PREFECT_UI_URL=f"http://127.0.0.1:{port}")
-    cmd = [sys.executable, "-m", "sopforge.orchestration.prefect_cli", "server", "start", "--host", "127.0.0.1", "--port", str(port)]
+    cmd = [*PREFECT_COMMAND, "server", "start", "--host", "127.0.0.1", "--port", str(port)]
     # A SIGTERM (from a service manager or `kill`) must stop the server too, not orphan it.
     signal.signal(signal.SIGTERM, _interrupt)
     proc = subprocess.Popen(cmd, env=env)

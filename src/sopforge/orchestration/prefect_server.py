@@ -35,10 +35,13 @@ from pathlib import Path
 from sopforge.errors import SopforgeError
 from sopforge.orchestration.prefect_template import save_template, seed_database
 
-__all__ = ["SERVER_STATE_FILE", "healthy", "hold_lease", "lease", "shared_server_url", "start_shared_server",
+__all__ = ["PREFECT_COMMAND", "SERVER_STATE_FILE", "healthy", "hold_lease", "lease", "shared_server_url", "start_shared_server",
            "stop_process", "wait_for_shared_server"]
 
 SERVER_STATE_FILE = "server.json"
+# Prefect's own command line with sopforge's collector thresholds (orchestration/prefect_cli.py): how
+# sopforge starts every Prefect server, worker and deployment command.
+PREFECT_COMMAND = (sys.executable, "-m", "sopforge.orchestration.prefect_cli")
 DEFAULT_IDLE_SECONDS = 1800.0
 
 
@@ -215,7 +218,7 @@ def serve(prefect_home: Path, idle_seconds: float, port: int | None = None) -> i
            "DO_NOT_TRACK": "1"}
     env.pop("PREFECT_API_URL", None)
     new_database = not seed_database(prefect_home) and not (prefect_home / "prefect.db").exists()
-    proc = subprocess.Popen([sys.executable, "-m", "sopforge.orchestration.prefect_cli", "server", "start", "--host", "127.0.0.1",
+    proc = subprocess.Popen([*PREFECT_COMMAND, "server", "start", "--host", "127.0.0.1",
                              "--port", str(port)], env=env, stdin=subprocess.DEVNULL)
     state = prefect_home / SERVER_STATE_FILE
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -254,9 +256,6 @@ def test_analytics_are_off_unless_the_user_turned_them_on(monkeypatch):
 def test_gx_imports_without_loading_scipy_stats_until_something_uses_it(tmp_path):
     """In a fresh process (this one may have loaded scipy.stats already): GX validates the example rows
     with scipy.stats still unloaded, and the first use of scipy.stats loads the real module."""
-    import subprocess
-    import sys
-
     script = f"""
 import sys
 from sopforge.families.sop_tools.models.data_schema import DataSchema
