@@ -67,6 +67,7 @@ def test_a_reviewer_approves_the_sop_in_the_prefect_ui(cli, prefect_api, page):
         ui.fill_resume_form(page, dialog, {"decision": "approve", "reviewer": "ui-reviewer"})
         ui.screenshot(page, SHOTS / "approve-2-resume-form.png", full_page=False)
         assert ui.submit_resume_form(page, dialog)["status"] == "ACCEPT"
+        ui.park(page)
         summary = finish(proc)
 
     assert summary["status"] == "succeeded" and summary["export"]
@@ -83,6 +84,7 @@ def test_a_reviewer_rejects_with_feedback_in_the_ui_and_the_stage_is_regenerated
         sent = len(server.requests)
         ui.resume_with(page, prefect_api, flow_run_id, {"decision": "reject", "feedback": FEEDBACK, "reviewer": "ui-reviewer"},
                        screenshot_to=SHOTS / "reject-2-resume-form.png")
+        ui.park(page)
         wait_for_gate(cli, "sop", 2, proc)
         regenerated = server.requests[sent:]
         assert len(regenerated) == 1 and FEEDBACK in prompt_text(regenerated[0].json, "openai")
@@ -90,6 +92,7 @@ def test_a_reviewer_rejects_with_feedback_in_the_ui_and_the_stage_is_regenerated
         text = open_review_page(page, prefect_api, run_id, flow_run_id, "reject-3-second-review-page.png")
         assert f"Review: sop v2 of run {run_id}" in text
         ui.resume_with(page, prefect_api, flow_run_id, {"decision": "approve", "reviewer": "ui-reviewer"})
+        ui.park(page)
         summary = finish(proc)
 
     assert summary["status"] == "succeeded"
