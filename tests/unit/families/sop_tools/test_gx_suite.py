@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -242,6 +243,20 @@ def test_one_context_per_process(schema: DataSchema, rows: list[dict]):
     validate_rows(rows[2:4], schema)
     assert gx_suite.gx_context() is context
     assert context.progress_bars["globally"] is False
+
+
+def test_configurations_built_once_per_validation_change_no_result_and_the_class_is_restored(
+        schema: DataSchema, rows: list[dict], monkeypatch):
+    from great_expectations.expectations.expectation import Expectation
+
+    original = Expectation.__dict__["configuration"]
+    bad = with_value(with_value(with_value(rows, 0, refills_remaining=12), 1, medication_class="chronic"), 2,
+                     days_since_last_fill="22", prescription_id="RX-004512", request_date="2025-02-30")
+    reports = [validate_rows(batch, schema).checks for batch in (rows, bad)]
+    assert Expectation.__dict__["configuration"] is original
+    monkeypatch.setattr(gx_suite, "_configurations_built_once", contextlib.nullcontext)  # GX as it comes
+    assert [validate_rows(batch, schema).checks for batch in (rows, bad)] == reports
+    assert len([c for c in reports[1] if not c.passed]) == 5  # range, choice, type, unique id, calendar date
 
 
 def test_analytics_are_off_unless_the_user_turned_them_on(monkeypatch):

@@ -27,6 +27,8 @@ import re
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
@@ -195,29 +197,31 @@ def build_suite(schema: DataSchema, *, phase: str | None = None) -> gx.Expectati
         (the CheckResult name) and a ``description`` saying the rule in words.
     """
     gx = _gx()
-    expectations = []
-    for ph, cls_name, column, rule, kwargs in _plan(schema):
-        if phase is not None and ph != phase:
-            continue
-        cls = getattr(gx.expectations, cls_name)
-        name = f"{CHECK_PREFIX}.{_snake(cls_name)}.{column}"
-        expectations.append(cls(**kwargs, description=rule, meta={"phase": ph, "check": name}))
     digest = hashlib.sha256(schema.model_dump_json().encode("utf-8")).hexdigest()
-    return gx.ExpectationSuite(name=SUITE_NAME, expectations=expectations,
-                               meta={"sopforge": {"generated_from": "DataSchema existing fields",
-                                                  "schema_sha256": digest}})
+    with _RUNNER.lock:  # GX is used by one thread at a time (see _configurations_built_once)
+        expectations = []
+        for ph, cls_name, column, rule, kwargs in _plan(schema):
+            if phase is not None and ph != phase:
+                continue
+            cls = getattr(gx.expectations, cls_name)
+            name = f"{CHECK_PREFIX}.{_snake(cls_name)}.{column}"
+            expectations.append(cls(**kwargs, description=rule, meta={"phase": ph, "check": name}))
+        return gx.ExpectationSuite(name=SUITE_NAME, expectations=expectations,
+                                   meta={"sopforge": {"generated_from": "DataSchema existing fields",
+                                                      "schema_sha256": digest}})
 
 
 def suite_json(schema: DataSchema) -> dict[str, Any]:
     """The suite as GX's JSON dict (``ExpectationSuite(**suite_json(s))`` rebuilds it), for storage and export."""
-    return build_suite(schema).to_json_dict()
+    with _RUNNER.lock:
+        return build_suite(schema).to_json_dict()
 
 
 class _Runner:
     """The process-wide ephemeral context and its one pandas batch definition."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # held around every use of GX; suite_json builds a suite inside it
         self._context: Any = None
         self._batch_definition: Any = None
 
@@ -235,13 +239,43 @@ class _Runner:
 
     def validate(self, frame: pd.DataFrame, suite: Any) -> Any:
         with self.lock:
-            self.context()
+            self.context()  # first: it imports GX the way _gx() does
             batch = self._batch_definition.get_batch(batch_parameters={"dataframe": frame})
-            return batch.validate(suite, result_format={"result_format": "SUMMARY",
-                                                        "partial_unexpected_count": MAX_QUOTED})
+            with _configurations_built_once():
+                return batch.validate(suite, result_format={"result_format": "SUMMARY",
+                                                            "partial_unexpected_count": MAX_QUOTED})
 
 
 _RUNNER = _Runner()
+
+
+@contextmanager
+def _configurations_built_once() -> Iterator[None]:
+    """Within one validation, build each expectation's configuration once instead of at every read.
+
+    GX's ``Expectation.configuration`` is a property that rebuilds the configuration from the model (a
+    pydantic ``dict()`` with deep copies) each time, and a validation reads it about 110 times per
+    expectation: a third of the validation's CPU (0.47 -> 0.30 CPU-s for the example's 94 expectations,
+    with the same results). Nothing changes an expectation while it is validated. The property is swapped
+    on the class for the validation only, under the runner's lock, which every use of GX here holds: no
+    other thread reads a configuration meanwhile.
+    """
+    from great_expectations.expectations.expectation import Expectation
+
+    original = Expectation.__dict__["configuration"]
+    built: dict[int, tuple[Any, Any]] = {}  # id -> (the expectation, kept alive so its id is not reused; its configuration)
+
+    def configuration(expectation: Any) -> Any:
+        kept = built.get(id(expectation))
+        if kept is None or kept[0] is not expectation:
+            kept = built[id(expectation)] = (expectation, original.fget(expectation))
+        return kept[1]
+
+    Expectation.configuration = property(configuration)
+    try:
+        yield
+    finally:
+        Expectation.configuration = original
 
 
 def gx_context() -> Any:
