@@ -75,12 +75,16 @@ def _plain(value):
 
 
 def _state(manager, last=(None, None)):
-    # (state, its JSON text). Most calls are reads: a text equal to the last one's reuses its state
-    # rather than parsing the whole database again (the replay's main cost when it did).
+    # (state, its JSON text). Most calls are reads, which change nothing: a state equal to the last one
+    # (a parsed copy, so it shares nothing with the Manager) is that one, without writing the whole
+    # database out as JSON again (the replay's main cost when it did). Equal here is what _diff compares;
+    # what JSON would write differently (tuples, number keys, NaN) is never equal, and goes the long way.
     method = getattr(manager, "database_state", None)
     if method is None:
         return None, None
     raw = method()
+    if last[0] is not None and raw == last[0]:
+        return last
     try:
         text = json.dumps(raw)
     except (TypeError, ValueError):
