@@ -51,6 +51,7 @@ import json
 import tools as _tools_module
 
 _shared = {}
+_last_states = {}  # per shared Manager, the state its last plan ended with (a parsed copy)
 
 
 def _manager_class():
@@ -74,28 +75,47 @@ def _plain(value):
         return None, str(exc)[:200]
 
 
-def _state(manager, last=(None, None)):
-    # (state, its JSON text). Most calls are reads, which change nothing: a state equal to the last one
-    # (a parsed copy, so it shares nothing with the Manager) is that one, without writing the whole
-    # database out as JSON again (the replay's main cost when it did). Equal here is what _diff compares;
-    # what JSON would write differently (tuples, number keys, NaN) is never equal, and goes the long way.
+def _state(manager, last=None):
+    # A parsed copy of the Manager's state (it shares nothing with the Manager), or last itself when
+    # nothing changed. Only what differs from last is copied: a pooled Manager's state grows with every
+    # write, and copying all of it after every call was the replay's main cost.
     method = getattr(manager, "database_state", None)
     if method is None:
-        return None, None
+        return None
     raw = method()
-    if last[0] is not None and raw == last[0]:
-        return last
-    try:
-        text = json.dumps(raw)
-    except (TypeError, ValueError):
-        text = None
-    if text is not None and text == last[1]:
-        return last
-    value, problem = (json.loads(text), None) if text is not None else _plain(raw)
+    if last is not None and isinstance(raw, dict):
+        try:
+            value = _copy_changed(raw, last)
+        except (TypeError, ValueError):
+            value = None  # the whole copy below names what cannot be encoded
+        if value is not None:
+            return value
+    value, problem = _plain(raw)
     if problem is not None or not isinstance(value, dict):
         raise TypeError("database_state() must return a dict of tables of JSON records" +
                         (": " + problem if problem else ""))
-    return value, text
+    return value
+
+
+def _copy_changed(raw, last):
+    # Equal here is what _diff compares. What JSON would write differently (tuples) is never equal and
+    # is copied, as is NaN (JSON reads every NaN back as one object, so the copies compare equal).
+    # Keys JSON would rename (numbers) take the whole copy instead (None).
+    if not all(isinstance(table, str) for table in raw):
+        return None
+    value, unchanged = {}, len(raw) == len(last)
+    for table, rows in raw.items():
+        old = last.get(table)
+        if table in last and rows == old:
+            value[table] = old
+            continue
+        unchanged = False
+        if isinstance(rows, dict) and isinstance(old, dict) and all(isinstance(key, str) for key in rows):
+            value[table] = {key: old[key] if key in old and row == old[key] else json.loads(json.dumps(row))
+                            for key, row in rows.items()}
+        else:
+            value[table] = json.loads(json.dumps(rows))
+    return last if unchanged else value
 
 
 def _diff(before, after):
@@ -116,6 +136,7 @@ def _diff(before, after):
 
 def replay(steps, instance):
     # True: a new Manager for this plan; False or a name: the Manager shared by every plan with that name.
+    key = None
     if instance is True:
         manager = _manager_class()()
     else:
@@ -123,8 +144,7 @@ def replay(steps, instance):
         if key not in _shared:
             _shared[key] = _manager_class()()
         manager = _shared[key]
-    start, start_text = _state(manager)
-    before = (start, start_text)
+    start = before = _state(manager, _last_states.get(key))
     entries = []
     for step in steps:
         entry = {"tool": step["tool"]}
@@ -150,13 +170,15 @@ def replay(steps, instance):
             if problem is not None:
                 entry["unencodable"] = problem
         after = _state(manager, before)
-        change = _diff(before[0], after[0]) if after is not before else {}
+        change = _diff(before, after) if after is not before else {}
         if change:
             entry["state_diff"] = change
         before = after
         entries.append(entry)
     records = sum(len(t) for t in start.values() if isinstance(t, dict)) if start is not None else 0
-    return {"calls": entries, "state_diff": _diff(start, before[0]), "stateful": start is not None,
+    if key is not None:
+        _last_states[key] = before
+    return {"calls": entries, "state_diff": _diff(start, before), "stateful": start is not None,
             "tables": sorted(start) if start is not None else [], "initial_records": records}
 '''
 
