@@ -239,44 +239,6 @@ def store(home: Path) -> duckdb.DuckDBPyConnection:
 
 # --- tests -----------------------------------------------------------------------------------
 
-def test_a_deployment_run_on_the_authenticated_postgres_backed_server_generates_the_domain(topology, record_property):
-    with topology.http(auth=False) as anonymous:
-        assert anonymous.get("/health").status_code == 200
-        refused = anonymous.get("/work_pools/sopforge")
-        assert refused.status_code == 401, refused.text
-        assert anonymous.post("/flow_runs/filter", json={}).status_code == 401
-    with topology.http() as http:
-        assert http.get("/work_pools/sopforge").raise_for_status().json()["type"] == "process"
-        for name in ("new-domain/default", "generate-domain/default"):
-            deployment = http.get(f"/deployments/name/{name}").raise_for_status().json()
-            assert deployment["work_pool_name"] == "sopforge"
-
-    started = time.monotonic()
-    flow_run_id = start_run(topology, f"theme_file={THEME}", "review=auto")
-    run = wait_for_run(topology, flow_run_id)
-    wall = time.monotonic() - started
-    assert run["state_type"] == "COMPLETED", topology.log_tail()
-
-    with store(topology.home) as con:
-        runs = con.execute("SELECT id, theme_slug, status FROM runs").fetchall()
-        assert [(slug, status) for _, slug, status in runs] == [("pharmacy_refills", "succeeded")]
-        run_id = runs[0][0]
-        stages = con.execute("SELECT stage, status FROM stage_runs WHERE run_id = ?", [run_id]).fetchall()
-        assert {s for s, _ in stages} == STAGES and {st for _, st in stages} == {"succeeded"}
-        artifacts = con.execute("SELECT count(DISTINCT stage) FROM artifacts WHERE run_id = ?", [run_id]).fetchone()
-        assert artifacts == (len(STAGES),)
-    assert (topology.home / "exports" / run_id / "pharmacy_refills" / "sop.txt").is_file()
-    # The run's generate-domain subflow is the Prefect flow run named after the run id.
-    with topology.http() as http:
-        subflows = http.post("/flow_runs/filter", json={"flow_runs": {"name": {"any_": [run_id]}}}).raise_for_status().json()
-    assert [f["state_type"] for f in subflows] == ["COMPLETED"]
-
-    topology.timings.update(single_run_flow_s=round(seconds(run), 1), single_run_wall_s=round(wall, 1))
-    for key, value in topology.timings.items():
-        record_property(key, value)
-    print(f"\ntimings: {topology.timings}")
-
-
 SECOND_SLUG = "pharmacy__refills"
 
 
@@ -304,14 +266,31 @@ def second_theme(folder: Path) -> Path:
     return theme
 
 
-def test_two_domains_at_once_on_two_workers_share_one_home_without_interfering(topology, tmp_path, record_property):
-    home = tmp_path / "shared-home"  # new-domain's `home` parameter: both runs, one store
+def test_deployment_runs_on_the_authenticated_postgres_server_two_at_once_on_two_workers_share_one_home(
+        topology, tmp_path, record_property):
+    with topology.http(auth=False) as anonymous:
+        assert anonymous.get("/health").status_code == 200
+        refused = anonymous.get("/work_pools/sopforge")
+        assert refused.status_code == 401, refused.text
+        assert anonymous.post("/flow_runs/filter", json={}).status_code == 401
+    with topology.http() as http:
+        assert http.get("/work_pools/sopforge").raise_for_status().json()["type"] == "process"
+        for name in ("new-domain/default", "generate-domain/default"):
+            deployment = http.get(f"/deployments/name/{name}").raise_for_status().json()
+            assert deployment["work_pool_name"] == "sopforge"
+
+    # One run takes the workers' SOPFORGE_HOME; the other names the same folder through a link in its
+    # `home` parameter, so the run's own parameters show which of the two it used.
+    home = topology.home
+    link = tmp_path / "shared-home"
+    link.symlink_to(home, target_is_directory=True)
     themes = {"pharmacy_refills": THEME, SECOND_SLUG: str(second_theme(tmp_path / "theme-b"))}
+    params = {"pharmacy_refills": [], SECOND_SLUG: [f"home={link}"]}
 
     started = time.monotonic()
     with ThreadPoolExecutor(2) as pool:
-        ids = dict(zip(themes, pool.map(lambda t: start_run(topology, f"theme_file={t}", "review=auto", f"home={home}"),
-                                        themes.values())))
+        ids = dict(zip(themes, pool.map(lambda slug: start_run(topology, f"theme_file={themes[slug]}", "review=auto",
+                                                               *params[slug]), themes)))
         runs = dict(zip(ids, pool.map(lambda i: wait_for_run(topology, i), ids.values())))
     pair_wall = time.monotonic() - started
     assert {slug: r["state_type"] for slug, r in runs.items()} == dict.fromkeys(themes, "COMPLETED"), topology.log_tail()
@@ -323,6 +302,7 @@ def test_two_domains_at_once_on_two_workers_share_one_home_without_interfering(t
     with store(home) as con:
         rows = dict(con.execute("SELECT theme_slug, id FROM runs WHERE status = 'succeeded'").fetchall())
         assert set(rows) == set(themes), con.execute("SELECT theme_slug, status, error FROM runs").fetchall()
+        assert con.execute("SELECT count(*) FROM runs").fetchone() == (2,)
         for slug, run_id in rows.items():
             stages = con.execute("SELECT stage, status FROM stage_runs WHERE run_id = ?", [run_id]).fetchall()
             assert {s for s, _ in stages} == STAGES and {st for _, st in stages} == {"succeeded"}, (slug, stages)
@@ -330,6 +310,8 @@ def test_two_domains_at_once_on_two_workers_share_one_home_without_interfering(t
             # points only at the run's own artifacts.
             artifacts = con.execute("SELECT count(*) FROM artifacts WHERE run_id = ?", [run_id]).fetchone()
             assert artifacts == (len(STAGES),)
+            assert con.execute("SELECT count(DISTINCT stage) FROM artifacts WHERE run_id = ?", [run_id]).fetchone() == (
+                len(STAGES),)
             foreign = con.execute("""SELECT count(*) FROM artifact_edges e JOIN artifacts c ON c.id = e.child
                                      JOIN artifacts p ON p.id = e.parent
                                      WHERE c.run_id = ? AND p.run_id <> c.run_id""", [run_id]).fetchone()
@@ -348,10 +330,18 @@ def test_two_domains_at_once_on_two_workers_share_one_home_without_interfering(t
         assert (folder / "sop.txt").is_file() and (folder / "tools.py").is_file()
         assert sorted(p.name for p in folder.parent.iterdir() if p.is_dir()) == sorted([slug, "maze"])
         assert json.loads((folder.parent / "metadata.json").read_text())["run_id"] == rows[slug]
+    # Each run's generate-domain subflow is the Prefect flow run named after its run id, and it was
+    # given the home its run resolved: the workers' default, or the `home` parameter.
+    with topology.http() as http:
+        for slug, run_id in rows.items():
+            subflows = http.post("/flow_runs/filter",
+                                 json={"flow_runs": {"name": {"any_": [run_id]}}}).raise_for_status().json()
+            assert [(f["state_type"], f["parameters"]["home"]) for f in subflows] == [
+                ("COMPLETED", str(link if params[slug] else home))], slug
 
     timings = {f"{slug}_flow_s": round(seconds(r), 1) for slug, r in runs.items()}
     timings["pair_wall_s"] = round(pair_wall, 1)
     topology.timings.update(timings)
-    for key, value in timings.items():
+    for key, value in topology.timings.items():
         record_property(key, value)
     print(f"\ntimings: {topology.timings}")
