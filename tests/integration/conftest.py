@@ -125,6 +125,10 @@ class Demo:
         shutil.copytree(self.home, target, ignore=shutil.ignore_patterns("prefect"))
         return target
 
+    def copy_cli(self, target: Path) -> Callable[..., CliResult]:
+        """A CLI runner (as the ``cli`` fixture's) on a writable copy of the demo's home at ``target``."""
+        return cli_runner(self.copy(target), self.prefect_api)
+
 
 @pytest.fixture(scope="session")
 def demo(prefect_api, tmp_path_factory) -> Iterator[Demo]:

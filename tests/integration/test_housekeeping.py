@@ -1,4 +1,7 @@
-"""``sopforge runs delete`` / ``runs prune`` on real runs, and ``sopforge --version``."""
+"""``sopforge runs delete`` / ``runs prune`` on real runs, and ``sopforge --version``.
+
+The delete test works on a copy of the session's demo (its first run) with a second run that reuses it.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +14,8 @@ import pytest
 from cli_support import ROOT
 
 pytestmark = pytest.mark.prefect
-THEME_FILE = "examples/themes/pharmacy_refills.yaml"
+THEME_FILE = "examples/themes/pharmacy_refills.yaml"  # the demo's
+PACKAGES = {"package", "maze_package"}  # a new run writes its own exports; every other stage is reused
 TABLES = ("runs", "stage_runs", "artifacts", "artifact_edges", "validations", "dataset_rows", "funnel",
           "llm_calls", "reviews", "review_requests")
 
@@ -22,10 +26,13 @@ def one_error_line(result) -> str:
     return lines[0]
 
 
-def test_delete_refuses_to_break_lineage_prune_keeps_what_is_used_and_files_go_too(cli, tmp_path):
-    first = json.loads(cli("generate", THEME_FILE, "--family", "sop_tools", "--json").stdout)
-    second = json.loads(cli("generate", THEME_FILE, "--family", "sop_tools", "--json").stdout)  # reuses the first
-    assert {s["status"] for s in second["stages"] if s["stage"] != "package"} == {"reused"}  # package: its own export
+@pytest.mark.xdist_group("demo")
+def test_delete_refuses_to_break_lineage_prune_keeps_what_is_used_and_files_go_too(demo, tmp_path):
+    cli = demo.copy_cli(tmp_path / "home")
+    first = demo.summary
+    second = json.loads(cli("generate", THEME_FILE, "--json").stdout)  # reuses the first
+    assert {s["stage"]: s["status"] for s in second["stages"]} == {
+        s["stage"]: "generated" if s["stage"] in PACKAGES else "reused" for s in first["stages"]}
     unrecorded = tmp_path / "unrecorded.yaml"
     unrecorded.write_text(f"theme: a theme nobody recorded\nslug: unrecorded\nprovider: replay\n"
                           f"recordings: {ROOT / 'examples/recordings/pharmacy_refills'}\n")
@@ -34,7 +41,8 @@ def test_delete_refuses_to_break_lineage_prune_keeps_what_is_used_and_files_go_t
     failed = runs["failed"]
 
     export = cli.home / "exports" / first["run_id"]
-    dataset = cli.home / "datasets" / f"{first['stages'][4]['artifact_id']}.parquet"
+    [dataset_id] = [s["artifact_id"] for s in first["stages"] if s["stage"] == "dataset"]
+    dataset = cli.home / "datasets" / f"{dataset_id}.parquet"
     assert export.is_dir() and dataset.is_file()
 
     refused = one_error_line(cli("runs", "delete", first["run_id"][:6]))
@@ -45,7 +53,8 @@ def test_delete_refuses_to_break_lineage_prune_keeps_what_is_used_and_files_go_t
     assert pruned["runs"] == [failed] and pruned["kept"] == {}
 
     dry = json.loads(cli("runs", "delete", first["run_id"], second["run_id"], "--dry-run", "--json").stdout)
-    assert dry["rows"]["artifacts"] == 11 and dry["files"] == [] and export.is_dir()  # 10 + the second's package
+    artifacts = len(first["stages"]) + len(PACKAGES)  # the first run's, and the second's own packages
+    assert dry["rows"]["artifacts"] == artifacts and dry["files"] == [] and export.is_dir()
     deleted = json.loads(cli("runs", "delete", first["run_id"], second["run_id"], "--json").stdout)
     assert sorted(deleted["runs"]) == sorted([first["run_id"], second["run_id"]])
     second_export = cli.home / "exports" / second["run_id"]
