@@ -282,6 +282,7 @@ def test_deployment_runs_on_the_authenticated_postgres_server_two_at_once_on_two
     # One run takes the workers' SOPFORGE_HOME; the other names the same folder through a link in its
     # `home` parameter, so the run's own parameters show which of the two it used.
     home = topology.home
+    home.mkdir(parents=True, exist_ok=True)  # the link is followed at once, maybe before the other run makes it
     link = tmp_path / "shared-home"
     link.symlink_to(home, target_is_directory=True)
     themes = {"pharmacy_refills": THEME, SECOND_SLUG: str(second_theme(tmp_path / "theme-b"))}
