@@ -138,19 +138,20 @@ def _judge(source: str, allowed_imports: frozenset[str], mode: PolicyMode) -> li
     return results + notes
 
 
-def imported_modules(source: str) -> set[str]:
+@functools.lru_cache(maxsize=64)  # every sandbox run reads its whole folder's imports (see _verdict)
+def imported_modules(source: str) -> frozenset[str]:
     """Return the absolute module names a source imports (empty if it does not parse)."""
     try:
         tree = parse_python(source)
     except (SyntaxError, ValueError):
-        return set()
+        return frozenset()
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             names.add(node.module)
-    return names
+    return frozenset(names)
 
 
 def find_violations(tree: ast.Module, *, allowed_imports: frozenset[str] = DEFAULT_ALLOWED,
