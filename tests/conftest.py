@@ -27,7 +27,7 @@ collect_less_often()  # the workers import what the sopforge command does (see t
 # Relative cost of the slowest modules (measured with --durations); unknown slow modules weigh 1.
 # Only the order depends on it: a wrong weight makes the suite a little longer, never wrong.
 WEIGHTS = {  # ~ seconds per test / 15, from --durations of a serial run (test_local_topology: its group)
-    "test_local_topology.py": 12,
+    "test_local_topology.py": 12,  # one test: servers, workers and two flow runs at once
     "test_eval.py": 12,  # the demo group: four evaluations on a copy of the session's demo
     "test_shared_prefect_server.py": 3,  # SOP-Maze alone, twice at once
     "test_review_gates.py": 7,
@@ -38,7 +38,7 @@ WEIGHTS = {  # ~ seconds per test / 15, from --durations of a serial run (test_l
     "test_batch_resume.py": 4,
     "test_probe.py": 4,
     "test_generate.py": 3,
-    "test_housekeeping.py": 3,
+    "test_housekeeping.py": 3,  # the demo group: a copy of the demo, a second run reusing it
     "test_killed_runs.py": 3,
     "test_resumed_exports.py": 5,  # each test: a demo stopped after a package, then the same command again
     "test_concurrency.py": 2,
