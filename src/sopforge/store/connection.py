@@ -78,7 +78,8 @@ def ensure_writable_location(path: Path) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise unwritable(path, f"cannot create folder {path.parent} ({exc.strerror or exc})") from exc
+        reason = _obstacle(path.parent) or f"cannot create folder {path.parent} ({exc.strerror or exc})"
+        raise unwritable(path, reason) from exc
     try:
         # A real file write: os.access() says yes to root on read-only mounts.
         with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".sopforge-probe-"):
@@ -87,6 +88,17 @@ def ensure_writable_location(path: Path) -> None:
         raise unwritable(path, f"folder {path.parent} is not writable ({exc.strerror or exc})") from exc
     if path.exists() and not os.access(path, os.W_OK):
         raise unwritable(path, "the file is read-only")
+
+
+def _obstacle(folder: Path) -> str | None:
+    # mkdir's own "File exists" does not say which part of the path is in the way: a file, or a
+    # link to something that is gone (is_dir() is false for it, so mkdir tries to create it).
+    for part in (folder, *folder.parents):
+        if part.is_symlink() and not part.exists():
+            return f"{part} is a link to {os.readlink(part)}, which does not exist"
+        if part.exists() and not part.is_dir():
+            return f"{part} is a file, not a folder"
+    return None
 
 
 @contextmanager

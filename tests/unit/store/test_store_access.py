@@ -141,6 +141,21 @@ def test_parent_that_cannot_be_created_is_a_user_error(tmp_path):
     _assert_unwritable(Store(path), path)
 
 
+def test_a_file_in_the_way_is_named(tmp_path):
+    (tmp_path / "afile").write_text("not a folder")
+    with pytest.raises(UserError, match=f"{tmp_path / 'afile'} is a file, not a folder"):
+        Store(tmp_path / "afile" / "home" / "sopforge.duckdb").check_writable()
+
+
+def test_a_home_linked_to_a_missing_folder_names_the_link(tmp_path):
+    home = tmp_path / "home"
+    home.symlink_to(tmp_path / "gone")
+    path = home / "sopforge.duckdb"
+    _assert_unwritable(Store(path), path)
+    with pytest.raises(UserError, match=f"{home} is a link to {tmp_path / 'gone'}, which does not exist"):
+        Store(path).check_writable()
+
+
 def test_a_directory_at_the_database_path_is_a_user_error(tmp_path):
     path = tmp_path / "sopforge.duckdb"
     path.mkdir()
