@@ -352,14 +352,20 @@ def open_resume_form(page: Page, *, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> Loc
     return dialog
 
 
-def form_description(dialog: Locator) -> str:
-    """Text of the markdown description shown above the resume form's fields ('' if none).
+def form_description(dialog: Locator, *, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> str:
+    """Text of the markdown description shown above the resume form's fields ('' if none shows).
 
     That is the ``description`` given to ``RunInput.with_initial_data``; it is rendered as markdown
     (V1: ``article.markdown-renderer``, V2: ``.prose``), so headings and emphasis lose their marks.
+    The markdown renders after the fields on a busy machine (it read '' once with the form open),
+    so this waits for it rather than reading whatever is there.
     """
-    box = dialog.locator("article.markdown-renderer, .prose").first
-    return box.inner_text() if box.count() else ""
+    box = dialog.locator("article.markdown-renderer, .prose").filter(has_text=re.compile(r"\S")).first
+    try:
+        box.wait_for(state="visible", timeout=timeout_ms)
+    except Exception:
+        return ""
+    return box.inner_text()
 
 
 def form_fields(dialog: Locator) -> list[str]:
