@@ -72,9 +72,23 @@ def _running_descendants() -> dict[int, tuple[str, float]]:
     found, stack = {}, list(children.get(os.getpid(), []))
     while stack:
         pid = stack.pop()
-        found[pid] = table[pid][1:]
+        _, command, cpu = table[pid]
+        found[pid] = (_label(pid, command), cpu)
         stack.extend(children.get(pid, []))
     return found
+
+
+def _label(pid: int, command: str) -> str:
+    """The command name, or for Python what it runs (the Prefect server is ``-m …prefect_cli``)."""
+    if not command.startswith("python"):
+        return command
+    try:
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")[1:]
+    except OSError:
+        return command
+    if args[:1] == ["-m"] and len(args) > 1:
+        return f"python -m {args[1]}"
+    return f"python {Path(args[0]).name}" if args and args[0] and not args[0].startswith("-") else command
 
 
 def snapshot() -> Snapshot:
