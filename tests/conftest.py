@@ -24,7 +24,7 @@ from sopforge.gc_thresholds import collect_less_often
 
 collect_less_often()  # the workers import what the sopforge command does (see the module), and run it in-process
 
-pytest_plugins = ("cpu_report",)  # --cpu-report FILE: each test's CPU, its subprocesses included (tests/README.md)
+pytest_plugins = ("cpu_report",)  # PYTEST_CPU_REPORT=FILE: each test's CPU, its subprocesses included (tests/README.md)
 
 # Relative cost of the slowest modules (measured with --durations); unknown slow modules weigh 1.
 # Only the order depends on it: a wrong weight makes the suite a little longer, never wrong.

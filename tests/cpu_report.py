@@ -1,4 +1,4 @@
-"""``--cpu-report FILE``: the CPU each test used, its subprocesses included, and the suite's top tests.
+"""``PYTEST_CPU_REPORT=FILE``: the CPU each test used, its subprocesses included, and the suite's top tests.
 
 On two cores ``make test`` keeps both busy, so its wall time is its CPU time over two, and a test's
 ``--durations`` depends on what ran beside it. What a test costs is its CPU: the test's own process,
@@ -8,6 +8,9 @@ appends one JSON line per test to FILE (xdist workers too); the process that pri
 them back and shows the tests that cost most, and which long-running commands the CPU went to.
 
 A subprocess started before a test and reaped during it is counted from the test's start only.
+
+An environment variable rather than a command-line option: xdist workers run without the controller's
+``testpaths``, parse their options before they load ``tests/conftest.py``, and refuse an option it adds.
 """
 
 from __future__ import annotations
@@ -26,14 +29,8 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 TOP = 15
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.getgroup("sopforge").addoption(
-        "--cpu-report", metavar="FILE", default=None,
-        help="write each test's CPU (its subprocesses included) to FILE and print the costliest tests")
-
-
 def pytest_configure(config: pytest.Config) -> None:
-    path = config.getoption("cpu_report")
+    path = os.environ.get("PYTEST_CPU_REPORT")
     if not path:
         return
     if not hasattr(config, "workerinput"):  # the controller (or the only process) starts the file afresh

@@ -1,4 +1,4 @@
-"""``--cpu-report`` (tests/cpu_report.py) counts a test's subprocesses, finished or still running, and only once."""
+"""``PYTEST_CPU_REPORT`` (tests/cpu_report.py) counts a test's subprocesses, finished or still running, and only once."""
 
 from __future__ import annotations
 
@@ -64,9 +64,9 @@ def test_each_test_is_charged_its_subprocesses_cpu_once(tmp_path, workers):
     (tmp_path / "test_suite.py").write_text(SUITE)
     (tmp_path / "burn.py").write_text(BURN)
     report = tmp_path / "cpu.jsonl"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), *sys.path])}
-    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "cpu_report", "-q",
-                          "--cpu-report", str(report), *workers, "test_suite.py"],
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), *sys.path]), "PYTEST_CPU_REPORT": str(report)}
+    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "cpu_report", "-q", *workers,
+                          "test_suite.py"],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
     rows = {json.loads(line)["test"].split("::")[1]: json.loads(line) for line in report.read_text().splitlines()}
