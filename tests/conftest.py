@@ -2,8 +2,8 @@
 
 ``make test`` (CI) runs every test on ``pytest-xdist`` workers (``-n``, see the Makefile). What
 keeps that safe: every test writes under its own ``tmp_path`` (a per-worker base folder), servers
-bind free loopback ports, and each worker starts its own Prefect server the first time a test asks
-for ``prefect_api`` (``tests/integration/conftest.py``).
+bind free loopback ports, and the first test that asks for ``prefect_api`` starts the one Prefect server
+every worker shares (``tests/session_server.py``); the session stops it at its end (below).
 
 Tiers (``tests/README.md``):
 - ``slow``: end to end, the CLI in a subprocess against a Prefect server, seconds to minutes each.
@@ -18,7 +18,12 @@ last on one worker while the others sit idle. Tests sharing an expensive module 
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
+
+import session_server
 
 from sopforge.gc_thresholds import collect_less_often
 
@@ -59,6 +64,14 @@ WAITING = {"test_browser_review.py", "test_resumed_exports.py", "test_probe.py"}
 
 # A test that asks for one of these needs a Prefect server (and the demo a whole generation).
 SERVER_FIXTURES = ("prefect_api", "cli", "demo")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if hasattr(session.config, "workerinput"):  # a worker: the controller stops the server after every worker
+        return
+    report = os.environ.get("PYTEST_CPU_REPORT")
+    session_server.stop(session_server.shared_folder(session.config._tmp_path_factory.getbasetemp()),
+                        Path(report) if report else None)
 
 
 def weight(item: pytest.Item) -> int:

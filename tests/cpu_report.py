@@ -3,7 +3,8 @@
 On two cores ``make test`` keeps both busy, so its wall time is its CPU time over two, and a test's
 ``--durations`` depends on what ran beside it. What a test costs is its CPU: the test's own process,
 the subprocesses it ran to the end (the CLI, the sandbox) and the CPU that processes still running
-spent meanwhile (the worker's Prefect server answering the test's flow, a browser). Each test process
+spent meanwhile (a server the test started, a browser). The Prefect server the session shares is not
+a test's: ``tests/session_server.py`` adds its CPU as one line of its own. Each test process
 appends one JSON line per test to FILE (xdist workers too); the process that prints the summary reads
 them back and shows the tests that cost most, and which long-running commands the CPU went to.
 
@@ -136,7 +137,8 @@ def summary(rows: list[dict]) -> list[str]:
     for row in rows:
         by_command.update(row["running_by_command"])
     commands = "".join(f", {command} {cpu:.1f}" for command, cpu in by_command.most_common(5))
-    lines = [f"CPU per test, subprocesses included: {everything:.1f} CPU-s over {len(rows)} tests (the tests' own "
+    tests = sum(not row["test"].startswith("(session)") for row in rows)  # lines such as tests/session_server.py's
+    lines = [f"CPU per test, subprocesses included: {everything:.1f} CPU-s over {tests} tests (the tests' own "
              f"processes {sum(r['own'] for r in rows):.1f}, subprocesses they waited for "
              f"{sum(r['finished'] for r in rows):.1f}, running processes {sum(r['running'] for r in rows):.1f}{commands})",
              f"{'CPU-s':>8} {'wall s':>8} {'own':>7} {'finished':>9} {'running':>8}  test"]

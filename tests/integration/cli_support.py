@@ -8,7 +8,12 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+import session_server
+from sopforge.orchestration.prefect_server import PREFECT_COMMAND, stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
 SOPFORGE = [sys.executable, "-m", "sopforge.cli.app"]
@@ -20,10 +25,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 180) -> None:
+def wait_healthy(url: str, proc: subprocess.Popen | int, timeout: float = 180) -> None:
+    """Wait until ``url`` answers 200; ``proc`` is the server's process, or its pid if it is not our child."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if proc.poll() is not None:
+        if isinstance(proc, int) and not session_server.alive(proc):
+            raise RuntimeError(f"prefect server (pid {proc}) exited")
+        if not isinstance(proc, int) and proc.poll() is not None:
             raise RuntimeError(f"prefect server exited with {proc.returncode}")
         try:
             with urllib.request.urlopen(url, timeout=2) as resp:
@@ -41,3 +49,35 @@ def quiet_env(**extra: str) -> dict[str, str]:
     env.update(PREFECT_SERVER_ANALYTICS_ENABLED="false", GX_ANALYTICS_ENABLED="false", DO_NOT_TRACK="1")
     env.update(extra)
     return env
+
+
+def _server(home: Path) -> tuple[list[str], dict[str, str], str]:
+    """(command, environment, API URL) of a Prefect server on a free loopback port, its state in ``home``."""
+    port = free_port()
+    api = f"http://127.0.0.1:{port}/api"
+    env = quiet_env(PREFECT_HOME=str(home), PREFECT_UI_API_URL=api, PREFECT_SERVER_API_HOST="127.0.0.1",
+                    PREFECT_SERVER_API_PORT=str(port))
+    return [*PREFECT_COMMAND, "server", "start", "--host", "127.0.0.1", "--port", str(port)], env, api
+
+
+def start_detached_server(detach: list[str], pid_file: Path) -> str:
+    """Start the session's shared server through ``detach`` (``session_server.lease``); its API URL once healthy."""
+    home = pid_file.parent / "prefect-home"
+    home.mkdir(exist_ok=True)
+    command, env, api = _server(home)
+    subprocess.run([*detach, *command], env=env, check=True, timeout=30)
+    wait_healthy(f"{api}/health", int(pid_file.read_text()))
+    return api
+
+
+@contextmanager
+def own_prefect_server(home: Path) -> Iterator[str]:
+    """A Prefect server of the caller's own (a child process) while the block runs: its API URL."""
+    command, env, api = _server(home)
+    with open(home / "server.log", "w") as log:
+        proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            wait_healthy(f"{api}/health", proc)
+            yield api
+        finally:
+            stop_process(proc, grace=30)

@@ -1,7 +1,8 @@
 """Fixtures for end-to-end tests: a real Prefect server on loopback, a CLI runner and a shared demo.
 
 The CLI is run as a subprocess, the way a user runs it; the Prefect server is started once per
-session (once per pytest-xdist worker) so each CLI invocation does not pay a server's start-up.
+session and shared by the pytest-xdist workers (``tests/session_server.py``), so each CLI invocation
+does not pay a server's start-up.
 
 ``demo``: the example domain (``make demo``'s theme, every family) generated once per session and
 shared. A test that only reads a generated domain takes ``demo`` and reads ``demo.home`` (its
@@ -26,31 +27,14 @@ from typing import Any
 
 import pytest
 
-from cli_support import ROOT, SOPFORGE, free_port, quiet_env, wait_healthy
-from sopforge.orchestration.prefect_server import PREFECT_COMMAND
+import session_server
+from cli_support import ROOT, SOPFORGE, quiet_env, start_detached_server
 
 
 @pytest.fixture(scope="session")
 def prefect_api(tmp_path_factory) -> str:
-    """API URL of a Prefect server started for this test session on 127.0.0.1."""
-    home = tmp_path_factory.mktemp("prefect-home")
-    port = free_port()
-    api = f"http://127.0.0.1:{port}/api"
-    env = quiet_env(PREFECT_HOME=str(home), PREFECT_UI_API_URL=api, PREFECT_SERVER_API_HOST="127.0.0.1",
-                    PREFECT_SERVER_API_PORT=str(port))
-    log = open(home / "server.log", "w")
-    proc = subprocess.Popen([*PREFECT_COMMAND, "server", "start", "--host", "127.0.0.1",
-                             "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        wait_healthy(f"{api}/health", proc)
-        yield api
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+    """API URL of the Prefect server on 127.0.0.1 that this test session shares (``tests/session_server.py``)."""
+    return session_server.lease(session_server.shared_folder(tmp_path_factory.getbasetemp()), start_detached_server)
 
 
 @dataclass

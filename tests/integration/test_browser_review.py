@@ -1,6 +1,6 @@
 """The Prefect UI as a reviewer uses it: headless Chromium on a paused generation.
 
-A generation with ``--review ui`` pauses at the SOP gate on the session's Prefect server; the
+A generation with ``--review ui`` pauses at the SOP gate on this module's Prefect server; the
 browser opens the flow run, reads the review page, fills the Resume form and submits it. The
 flow must resume and the decision must be in DuckDB. Screenshots of every review page land in
 ``artifacts/test-screenshots/`` (or ``$SOPFORGE_TEST_SCREENSHOTS``) for a person to look at.
@@ -10,6 +10,7 @@ Chromium comes from Debian (``make system-deps``) and Playwright from the locked
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
@@ -18,13 +19,21 @@ from playwright.sync_api import sync_playwright
 
 import browser_support as ui
 from answers import by_stage, prompt_text
-from cli_support import ROOT
+from cli_support import ROOT, own_prefect_server
 from review_support import FAST_POLL, FEEDBACK, ONLY_SOP_GATE, finish, generate_args, reviews, wait_for_gate
 from sopforge.llm.testserver import FakeLLMServer
 from sopforge.orchestration.gates import review_key
 
 pytestmark = [pytest.mark.prefect, pytest.mark.xdist_group("browser")]  # one at a time: both mostly wait
 SHOTS = Path(os.environ.get("SOPFORGE_TEST_SCREENSHOTS", ROOT / "artifacts" / "test-screenshots"))
+
+
+@pytest.fixture(scope="module")
+def prefect_api(tmp_path_factory) -> Iterator[str]:
+    """A Prefect server of this module's own, not the session's: under the other workers' flows, the shared
+    server's SQLite can answer the UI's resume with 503, which the Prefect UI does not retry."""
+    with own_prefect_server(tmp_path_factory.mktemp("browser-prefect")) as api:
+        yield api
 
 
 @pytest.fixture

@@ -93,7 +93,7 @@ def test_offline_example_is_stored_visible_in_prefect_and_free_the_second_time(c
     spans = sorted((t["start_time"], t["end_time"]) for t in variants)
     assert any(later[0] < earlier[1] for earlier, later in zip(spans, spans[1:])), spans
     wanted = {f"{run_id}-context", f"{run_id}-schema", f"{run_id}-schema-table", f"{run_id}-sop"}
-    # Filtered by key: the worker's Prefect server holds the artifacts of every test it ran before.
+    # Filtered by key: the session's Prefect server holds the artifacts of every test that ran before.
     keys = {a["key"] for a in prefect_post(prefect_api, "artifacts/filter",
                                            {"artifacts": {"key": {"any_": sorted(wanted)}}, "limit": 200})}
     assert wanted <= keys

@@ -268,9 +268,9 @@ def test_analytics_are_off_unless_the_user_turned_them_on(monkeypatch):
     assert os.environ["GX_ANALYTICS_ENABLED"] == "true"
 
 
-def test_gx_imports_without_loading_scipy_stats_until_something_uses_it(tmp_path):
-    """In a fresh process (this one may have loaded scipy.stats already): GX validates the example rows
-    with scipy.stats still unloaded, and the first use of scipy.stats loads the real module."""
+def test_gx_imports_without_scipy_stats_altair_or_sqlalchemy_and_each_loads_when_used(tmp_path):
+    """In a fresh process (this one may have loaded them already): GX validates the example rows with
+    scipy.stats, altair and sqlalchemy still unloaded, and the first use of each loads the real module."""
     script = f"""
 import sys
 from sopforge.families.sop_tools.models.data_schema import DataSchema
@@ -279,11 +279,17 @@ from sopforge.families.sop_tools.verify.gx_suite import validate_rows
 schema = DataSchema.parse(open({str(ANSWERS / "schema.txt")!r}).read())
 rows = DatasetBatch.parse(open({str(ANSWERS / "dataset_batch1.txt")!r}).read(), schema).rows
 assert validate_rows(rows, schema).success
-print(type(sys.modules["scipy.stats"]).__name__, "scipy.spatial" in sys.modules)
+print(type(sys.modules["scipy.stats"]).__name__, "scipy.spatial" in sys.modules, "altair.vegalite" in sys.modules,
+      "sqlalchemy" in sys.modules)
 from scipy import stats
 print(round(float(stats.entropy([0.5, 0.5])), 4), type(sys.modules["scipy.stats"]).__name__)
+import altair, sqlalchemy
+print(altair.Chart.__name__, type(sys.modules["altair"]).__name__, sqlalchemy.Column.__name__)
+from great_expectations.expectations.core import expect_column_kl_divergence_to_be_less_than as kl
+print(kl.alt.Chart is altair.Chart)
 """
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
                           env={**os.environ, "GX_ANALYTICS_ENABLED": "false"})
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.split() == ["_LazyModule", "False", "0.6931", "module"]
+    assert proc.stdout.split() == ["_LazyModule", "False", "False", "False", "0.6931", "module",
+                                   "Chart", "module", "Column", "True"]

@@ -10,8 +10,9 @@ Why two passes: GX's value expectations raise on a column of mixed types (``betw
 (``phase: raw``) run on the rows as written, and the value expectations (``phase: typed``) on a
 copy in which every value of the wrong type is blanked; the type check has already named it.
 
-``great_expectations`` takes seconds to import (less without scipy.stats: ``_defer_scipy_stats``), so
-it is imported on first use, and its ephemeral context is created once per process and reused
+``great_expectations`` takes seconds to import (a third less without scipy.stats, altair and sqlalchemy,
+which the suites here never use: ``_defer_scipy_stats``, ``_defer_altair``, ``_without_sqlalchemy``;
+``benchmarks/gx_import.py`` measures it), so it is imported on first use, and its ephemeral context is created once per process and reused
 (creating one is slow too).
 Analytics are off unless the user switched them on explicitly: sopforge makes no network calls.
 """
@@ -27,6 +28,7 @@ import re
 import sys
 import threading
 import time
+import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -98,9 +100,49 @@ def _gx() -> Any:
     with _IMPORTING:
         if "great_expectations" not in sys.modules:
             _defer_scipy_stats()
+            with _defer_altair(), _without_sqlalchemy():
+                import great_expectations
         import great_expectations
 
     return great_expectations
+
+
+class _DeferredModule(types.ModuleType):
+    """Stands in ``sys.modules`` for a package until an attribute is read, which imports the real one.
+
+    Unlike importlib's ``LazyLoader``, it survives ``import name``: the import system reads the module's
+    ``__spec__``, which a lazy module answers by loading itself; this stub's ``__spec__`` is None.
+    """
+
+    def __getattr__(self, attribute: str) -> Any:
+        if sys.modules.get(self.__name__) is self:
+            del sys.modules[self.__name__]
+        return getattr(importlib.import_module(self.__name__), attribute)
+
+
+@contextmanager
+def _defer_altair() -> Iterator[None]:
+    """GX's KL-divergence expectation imports altair (a sixth of GX's import) to draw charts with it; the
+    generated suites never hold that expectation, so altair is loaded only if something reads from it."""
+    if "altair" not in sys.modules:
+        sys.modules["altair"] = _DeferredModule("altair")
+    yield
+
+
+@contextmanager
+def _without_sqlalchemy() -> Iterator[None]:
+    """Import GX as installed without its SQL extras (sqlalchemy is one: ``great_expectations[postgresql]``
+    and the like), which it supports: its sqlalchemy names become "not imported" markers. The suites run
+    on pandas DataFrames only, and sqlalchemy is another sixth of GX's import. Afterwards the rest of the
+    process imports sqlalchemy as usual."""
+    hidden = "sqlalchemy" not in sys.modules
+    if hidden:
+        sys.modules["sqlalchemy"] = None  # type: ignore[assignment]  # `import sqlalchemy` raises ImportError
+    try:
+        yield
+    finally:
+        if hidden and sys.modules.get("sqlalchemy", 0) is None:
+            del sys.modules["sqlalchemy"]
 
 
 def _defer_scipy_stats() -> None:
