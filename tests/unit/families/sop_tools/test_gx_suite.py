@@ -293,3 +293,23 @@ print(kl.alt.Chart is altair.Chart)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split() == ["_LazyModule", "False", "False", "False", "0.6931", "module",
                                    "Chart", "module", "Column", "True"]
+
+
+def test_only_gx_is_refused_sqlalchemy_and_only_while_it_is_imported():
+    """Another thread importing sqlalchemy while GX is imported must get it (the flow warms GX up in the
+    background); a GX module asking meanwhile is told it is not installed."""
+    script = """
+import sys
+from sopforge.families.sop_tools.verify.gx_suite import _without_sqlalchemy
+with _without_sqlalchemy():
+    try:
+        exec("import sqlalchemy", {"__name__": "great_expectations.compatibility.sqlalchemy"})
+    except ModuleNotFoundError as e:
+        print("refused", e.name)
+    import sqlalchemy
+    print("imported", sqlalchemy.Column.__name__)
+print(len([f for f in sys.meta_path if type(f).__name__ == "_RefuseToGX"]))
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["refused", "sqlalchemy", "imported", "Column", "0"]

@@ -20,6 +20,7 @@ Analytics are off unless the user switched them on explicitly: sopforge makes no
 from __future__ import annotations
 
 import hashlib
+import importlib.abc
 import importlib.util
 import json
 import math
@@ -133,16 +134,34 @@ def _defer_altair() -> Iterator[None]:
 def _without_sqlalchemy() -> Iterator[None]:
     """Import GX as installed without its SQL extras (sqlalchemy is one: ``great_expectations[postgresql]``
     and the like), which it supports: its sqlalchemy names become "not imported" markers. The suites run
-    on pandas DataFrames only, and sqlalchemy is another sixth of GX's import. Afterwards the rest of the
-    process imports sqlalchemy as usual."""
-    hidden = "sqlalchemy" not in sys.modules
-    if hidden:
-        sys.modules["sqlalchemy"] = None  # type: ignore[assignment]  # `import sqlalchemy` raises ImportError
+    on pandas DataFrames only, and sqlalchemy is another sixth of GX's import. Only GX's own imports are
+    refused, and only while it is imported: another thread, or anything later, imports sqlalchemy as usual.
+    """
+    finder = _RefuseToGX("sqlalchemy")
+    sys.meta_path.insert(0, finder)
     try:
         yield
     finally:
-        if hidden and sys.modules.get("sqlalchemy", 0) is None:
-            del sys.modules["sqlalchemy"]
+        sys.meta_path.remove(finder)
+
+
+class _RefuseToGX(importlib.abc.MetaPathFinder):
+    """An import finder that answers "not installed" when a GX module imports the package."""
+
+    def __init__(self, package: str) -> None:
+        self.package = package
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        if name.partition(".")[0] == self.package and _imported_by_gx(sys._getframe(1)):
+            raise ModuleNotFoundError(f"No module named {name!r} (not needed by sopforge's GX suites)", name=name)
+        return None  # the next finder looks for it as usual
+
+
+def _imported_by_gx(frame: types.FrameType | None) -> bool:
+    """Whether the import being resolved was asked for by a GX module (the first frame outside importlib)."""
+    while frame is not None and frame.f_globals.get("__name__", "").startswith(("importlib", "_frozen_importlib")):
+        frame = frame.f_back
+    return frame is not None and frame.f_globals.get("__name__", "").startswith("great_expectations")
 
 
 def _defer_scipy_stats() -> None:
