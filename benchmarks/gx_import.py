@@ -1,9 +1,9 @@
 """What importing Great Expectations costs a command that validates a dataset, with and without what
-``gx_suite._gx`` leaves out (scipy.stats and altair deferred, sqlalchemy hidden), measured in one run.
+``gx_import.import_gx`` leaves out (scipy.stats and altair deferred, sqlalchemy hidden), measured in one run.
 
 Each run is a fresh interpreter that imports GX, creates the ephemeral context and validates the example
 dataset's first batch, either with a plain ``import great_expectations`` first (the baseline) or
-through ``gx_suite._gx`` only. The two alternate N times so drift hits both alike. It prints the median
+through ``gx_import.import_gx`` only. The two alternate N times so drift hits both alike. It prints the median
 CPU seconds (user + system) of each and the ratio sopforge / plain, and checks that both validations
 agree. No assertions beyond that: run it and read the figures.
 

@@ -13,6 +13,7 @@ import pytest
 from sopforge.families.sop_tools.models.data_schema import DataSchema
 from sopforge.families.sop_tools.models.dataset import DatasetBatch
 from sopforge.families.sop_tools.verify import gx_suite
+from sopforge.families.sop_tools.verify.gx_import import import_gx
 from sopforge.families.sop_tools.verify.gx_suite import GXReport, build_suite, suite_json, validate_rows
 
 ANSWERS = Path(__file__).resolve().parents[3] / "fixtures" / "answers"
@@ -261,10 +262,10 @@ def test_configurations_built_once_per_validation_change_no_result_and_the_class
 
 def test_analytics_are_off_unless_the_user_turned_them_on(monkeypatch):
     monkeypatch.delenv("GX_ANALYTICS_ENABLED", raising=False)
-    gx_suite._gx()
+    import_gx()
     assert os.environ["GX_ANALYTICS_ENABLED"] == "false"
     monkeypatch.setenv("GX_ANALYTICS_ENABLED", "true")
-    gx_suite._gx()
+    import_gx()
     assert os.environ["GX_ANALYTICS_ENABLED"] == "true"
 
 
@@ -300,7 +301,7 @@ def test_only_gx_is_refused_sqlalchemy_and_only_while_it_is_imported():
     background); a GX module asking meanwhile is told it is not installed."""
     script = """
 import sys
-from sopforge.families.sop_tools.verify.gx_suite import _without_sqlalchemy
+from sopforge.families.sop_tools.verify.gx_import import _without_sqlalchemy
 with _without_sqlalchemy():
     try:
         exec("import sqlalchemy", {"__name__": "great_expectations.compatibility.sqlalchemy"})
