@@ -34,8 +34,8 @@ def shared_folder(basetemp: Path) -> Path:
 def lease(folder: Path, start: Callable[[list[str], Path], str]) -> str:
     """The server's API URL, starting it first if no process of this session has.
 
-    ``start(command_prefix, folder)`` starts the server with the command prefix (which detaches it and
-    prints its pid) and returns its API URL once it is healthy.
+    ``start(detach, pid_file)`` runs the server's command after the ``detach`` prefix (a shell that starts
+    it in the background and writes its pid to ``pid_file``) and returns its API URL once it is healthy.
     """
     folder.mkdir(parents=True, exist_ok=True)
     record = folder / "server.json"
