@@ -22,7 +22,8 @@ import duckdb
 from sopforge.errors import UserError
 
 from . import journal
-from .connection import _process_lock, close_idle, ensure_writable_location, open_connection, read_every_block
+from .connection import (_process_lock, close_idle, ensure_writable_location, file_key, open_connection,
+                         read_every_block)
 from .migrate import apply_migrations, is_current
 
 DEFAULT_LOCK_TIMEOUT = 30.0
@@ -125,7 +126,7 @@ class StoreBase:
 
     @property
     def _key(self) -> str:
-        return os.path.abspath(self.path)
+        return file_key(self.path)
 
     def _queue_write(self, write: Callable[[duckdb.DuckDBPyConnection], None], item: Any = None, *,
                      journaled: bool = False) -> None:

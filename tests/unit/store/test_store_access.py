@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -13,6 +14,7 @@ import pytest
 
 from sopforge.errors import UserError
 from sopforge.store import Store
+from sopforge.store.connection import open_connection
 
 READER = textwrap.dedent("""
     import sys, time
@@ -98,6 +100,71 @@ def test_a_briefly_held_lock_is_waited_out(db_path):
     finally:
         holder.wait(timeout=30)
     assert Store(db_path).get_run(run_id).theme == "t"
+
+
+FILE_LOCK_HOLDER = textwrap.dedent("""
+    import fcntl, os, sys, time
+    fd = os.open(sys.argv[1] + ".lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    print("locked", flush=True)
+    time.sleep(float(sys.argv[2]))
+""")
+
+
+def test_the_file_lock_keeps_other_processes_out_before_duckdb_opens_and_after_it_closes(db_path):
+    # DuckDB's own lock does not cover a connection's opening and closing (benchmarks/store_lost_writes.py):
+    # a process holding only sopforge's lock on <database>.lock, with no DuckDB connection at all, keeps
+    # readers and writers out.
+    Store(db_path).check_writable()
+    holder = _python(FILE_LOCK_HOLDER, db_path, 10)
+    assert holder.stdout.readline().strip() == "locked", holder.stderr.read()
+    try:
+        store = Store(db_path, lock_timeout=0.5)
+        with pytest.raises(UserError, match="in use by another sopforge process"):
+            store.create_run("t", "t", {})
+        with pytest.raises(UserError, match="in use by another sopforge process"):
+            store.list_runs()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert Store(db_path, lock_timeout=0.5).list_runs() == []  # and the lock is free again once it is gone
+
+
+def test_one_file_reached_by_two_paths_is_one_file_to_this_process(tmp_path):
+    # A link to the home and the home itself: DuckDB opens both as one database, which refuses a read-only
+    # connection while a read-write one is open. One key per file makes the second thread wait its turn.
+    home = tmp_path / "home"
+    link = tmp_path / "link"
+    link.symlink_to(home, target_is_directory=True)
+    Store(home / "sopforge.duckdb").check_writable()
+    writing = threading.Event()
+
+    def write_for_a_while() -> None:
+        with open_connection(home / "sopforge.duckdb", read_only=False, lock_timeout=5) as con:
+            writing.set()
+            time.sleep(0.5)
+            con.execute("CREATE TABLE marker (i INTEGER)")
+
+    writer = threading.Thread(target=write_for_a_while)
+    writer.start()
+    assert writing.wait(10)
+    with open_connection(link / "sopforge.duckdb", read_only=True, lock_timeout=5) as con:
+        assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'marker'").fetchone() == (1,)
+    writer.join()
+
+
+@pytest.mark.parametrize("inner_path", ["same", "link"])
+def test_a_connection_opened_inside_another_shares_its_lock(tmp_path, inner_path):
+    home = tmp_path / "home"
+    (tmp_path / "link").symlink_to(home, target_is_directory=True)
+    db_path = home / "sopforge.duckdb"
+    Store(db_path).check_writable()
+    with open_connection(db_path, read_only=False, lock_timeout=2) as outer:
+        inner_db = db_path if inner_path == "same" else tmp_path / "link" / "sopforge.duckdb"
+        with open_connection(inner_db, read_only=False, lock_timeout=2) as inner:  # would wait for itself
+            inner.execute("CREATE TABLE nested (i INTEGER)")
+        outer.execute("INSERT INTO nested VALUES (1)")
+    assert Store(db_path).list_runs() == []
 
 
 def test_reads_do_not_take_the_write_lock(db_path):
