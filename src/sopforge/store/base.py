@@ -9,7 +9,6 @@ pending migrations, and a reader that finds an outdated schema migrates it once.
 from __future__ import annotations
 
 import atexit
-import os
 import threading
 import typing
 from collections.abc import Callable, Iterator

@@ -132,7 +132,7 @@ def test_the_file_lock_keeps_other_processes_out_before_duckdb_opens_and_after_i
 
 def test_one_file_reached_by_two_paths_is_one_file_to_this_process(tmp_path):
     # A link to the home and the home itself: DuckDB opens both as one database, which refuses a read-only
-    # connection while a read-write one is open. One key per file makes the second thread wait its turn.
+    # connection while a read-write one is open. The second thread waits for the first one's connection.
     home = tmp_path / "home"
     link = tmp_path / "link"
     link.symlink_to(home, target_is_directory=True)
