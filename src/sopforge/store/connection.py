@@ -124,11 +124,21 @@ def _flock(fd: int, mode: int, path: Path, deadline: float, lock_timeout: float)
             fcntl.flock(fd, mode | fcntl.LOCK_NB)
             return
         except BlockingIOError:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise _in_use(path, lock_timeout) from None
-            time.sleep(min(remaining, delay * (0.5 + random.random())))
-            delay = min(delay * 2, 0.1)
+            delay = _back_off(delay, 0.1, path, deadline, lock_timeout)
+
+
+def _back_off(delay: float, most: float, path: Path, deadline: float, lock_timeout: float) -> float:
+    """Sleep about ``delay`` (never past ``deadline``) and return the next, doubled up to ``most``.
+
+    Raises:
+        UserError: ``deadline`` has passed: the file is in use by another process.
+    """
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise _in_use(path, lock_timeout)
+    # Jitter keeps two processes that collided from colliding again in step.
+    time.sleep(min(remaining, delay * (0.5 + random.random())))
+    return min(delay * 2, most)
 
 
 _file_locks: dict[str, _FileLock] = {}  # file key -> this process's lock on it; guarded by the process lock
@@ -310,12 +320,7 @@ def _connect_with_retry(key: str, path: Path, *, read_only: bool, deadline: floa
                 if friendly is None:
                     raise
                 raise friendly from exc
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise _in_use(path, lock_timeout) from exc
-            # Jitter keeps a reader and a writer that collided from colliding again in step.
-            time.sleep(min(remaining, delay * (0.5 + random.random())))
-            delay = min(delay * 2, 0.5)
+            delay = _back_off(delay, 0.5, path, deadline, lock_timeout)
 
 
 # What DuckDB says about a damaged file, and what that means to a user.
