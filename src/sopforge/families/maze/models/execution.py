@@ -181,7 +181,6 @@ def hrs_turn(scenario: HRSScenario, logic: Logic, step: Step, region: Region, tu
             out.error = f"user turn {index}: unknown reply kind {turn.reply!r}"
             return out
         region[REPLY] = frozenset({cell})
-    nodes = {b.id: (s, b) for s in scenario.steps for b in s.branches}
     rules = {r.id: r for r in scenario.rules}
     current, first = step, True
     while True:
@@ -198,9 +197,8 @@ def hrs_turn(scenario: HRSScenario, logic: Logic, step: Step, region: Region, tu
         node_id = decision.taken
         if node_id in rules:
             node, at = rules[node_id], current.id
-        else:
-            owner, node = nodes[node_id]  # type: ignore[index]
-            at = owner.id
+        else:  # the candidates were the rules and this step's sub-steps
+            node, at = next(b for b in current.branches if b.id == node_id), current.id
         out.taken.append(Taken(turn=index, node=node_id, at=at, then=node.then, target=node.target))  # type: ignore[arg-type]
         first = False
         if node.then == "end":

@@ -203,7 +203,15 @@ def _parse_atom(text) -> Atom:
 
 def atoms_of(when: list[str]) -> list[Atom]:
     """The parsed atoms of a condition (a list of atom texts, all of which must hold)."""
-    return [parse_atom(t) for t in when]
+    try:
+        return list(_parsed_condition(tuple(when)))
+    except TypeError:  # an unhashable item: parse_atom says what is wrong with it
+        return [parse_atom(t) for t in when]
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed_condition(when: tuple[str, ...]) -> tuple[Atom, ...]:
+    return tuple(parse_atom(t) for t in when)
 
 
 class Tri(Enum):
@@ -268,9 +276,22 @@ class Logic:
                 self.cells[fact.name] = [Cell(s, e) for s, e in zip(starts, ends)]
         if replies:
             self.cells[REPLY] = [Cell(r, r) for r in replies]
+        self._full = {name: frozenset(range(len(cells))) for name, cells in self.cells.items()}
+        # Planning and the reachability checks ask the same few atoms about the same cells tens of
+        # thousands of times per scenario; an atom's truth is constant on each cell, so each atom's
+        # cells are worked out once (atoms are frozen and parse_atom hands out one object per text).
+        self._where: dict[int, tuple[Atom, frozenset[int]]] = {}  # by id: a pydantic hash costs more than the lookup saves
 
     def full(self, fact: str) -> frozenset[int]:
-        return frozenset(range(len(self.cells[fact])))
+        return self._full[fact]
+
+    def where(self, atom: Atom) -> frozenset[int]:
+        """Cells of the atom's fact on which the atom holds."""
+        known = self._where.get(id(atom))
+        if known is None or known[0] is not atom:  # the atom is kept in the entry, so its id is not reused
+            cells = frozenset(i for i, c in enumerate(self.cells[atom.fact]) if atom.holds(c.representative()))
+            known = self._where[id(atom)] = (atom, cells)
+        return known[1]
 
     def cell_of(self, fact: str, value: FactValue) -> int | None:
         """Index of the cell holding ``value`` (None when the value is outside the fact's domain)."""
@@ -281,18 +302,20 @@ class Logic:
 
     def satisfying(self, atoms: Iterable[Atom], fact: str, cells: frozenset[int]) -> frozenset[int]:
         """Cells of ``fact`` among ``cells`` where every atom of ``atoms`` on that fact holds."""
-        on_fact = [a for a in atoms if a.fact == fact]
-        return frozenset(i for i in cells if all(a.holds(self.cells[fact][i].representative()) for a in on_fact))
+        for atom in atoms:
+            if atom.fact == fact:
+                cells = cells & self.where(atom)
+        return frozenset(cells)
 
     def truth(self, atoms: Sequence[Atom], region: Region) -> Tri:
         """Truth of the conjunction ``atoms`` on ``region`` (an empty conjunction is TRUE)."""
-        everywhere = True
-        for fact in {a.fact for a in atoms}:
-            cells = self.domain(region, fact)
-            sat = self.satisfying(atoms, fact, cells)
-            if not sat:
-                return Tri.FALSE
-            everywhere = everywhere and sat == cells
+        satisfied: dict[str, frozenset[int]] = {}
+        for atom in atoms:
+            cells = satisfied.get(atom.fact)
+            satisfied[atom.fact] = (self.domain(region, atom.fact) if cells is None else cells) & self.where(atom)
+        if not all(satisfied.values()):
+            return Tri.FALSE
+        everywhere = all(sat == self.domain(region, fact) for fact, sat in satisfied.items())
         return Tri.TRUE if everywhere else Tri.UNKNOWN
 
     def region_of(self, values: dict[str, FactValue | None]) -> Region:
