@@ -260,6 +260,29 @@ def test_configurations_built_once_per_validation_change_no_result_and_the_class
     assert len([c for c in reports[1] if not c.passed]) == 5  # range, choice, type, unique id, calendar date
 
 
+
+def test_offending_values_are_asked_for_only_where_pass_fail_found_a_failure(
+        schema: DataSchema, rows: list[dict], monkeypatch):
+    bad = with_value(with_value(rows, 0, refills_remaining=12), 1, days_since_last_fill="22")
+    passes: list[tuple[bool, list[str]]] = []
+    validate = gx_suite._RUNNER.validate
+
+    def recorded(frame, suite, *, detailed):
+        passes.append((detailed, [e.meta["check"] for e in suite.expectations]))
+        return validate(frame, suite, detailed=detailed)
+
+    monkeypatch.setattr(gx_suite._RUNNER, "validate", recorded)
+    assert validate_rows(rows, schema).success
+    assert [detailed for detailed, _ in passes] == [False, False]  # raw and typed: pass/fail only
+    passes.clear()
+    two_pass = validate_rows(bad, schema).checks
+    assert [(detailed, checks) for detailed, checks in passes if detailed] == [
+        (True, [G + "expect_column_values_to_be_in_type_list.days_since_last_fill"]),
+        (True, [G + "expect_column_values_to_be_between.refills_remaining"])]
+    passes.clear()
+    assert validate_rows(bad, schema, pass_fail_first=False).checks == two_pass  # same values quoted
+    assert [detailed for detailed, _ in passes] == [True, True]
+
 def test_analytics_are_off_unless_the_user_turned_them_on(monkeypatch):
     monkeypatch.delenv("GX_ANALYTICS_ENABLED", raising=False)
     import_gx()
