@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import jsonschema
-from jsonschema.exceptions import SchemaError
 from jsonschema.validators import validator_for
 
 from sopforge.audit.checks_data import shown
 from sopforge.audit.loader import FolderContents, ToolSpecView
 from sopforge.audit.values import coerce_cell
 from sopforge.checks import CheckResult, check
+from sopforge.schema_validity import metaschema_error
 
 __all__ = ["OracleTool", "build_oracle_calls", "check_rows_against_specs", "check_toolspecs", "oracle_tools",
            "schema_validator"]
@@ -32,11 +32,9 @@ def schema_validator(schema: Any) -> jsonschema.protocols.Validator | None:
     """A validator for ``schema`` (its ``$schema`` draft, else 2020-12, with format checks), or None if invalid."""
     if not isinstance(schema, dict):
         return None
-    cls = validator_for(schema, default=jsonschema.Draft202012Validator)
-    try:
-        cls.check_schema(schema)
-    except SchemaError:
+    if metaschema_error(schema) is not None:
         return None
+    cls = validator_for(schema, default=jsonschema.Draft202012Validator)
     return cls(schema, format_checker=cls.FORMAT_CHECKER)
 
 
@@ -70,12 +68,10 @@ def check_toolspecs(c: FolderContents) -> list[CheckResult]:
     for s in c.specs:
         if not isinstance(s.schema, dict):
             continue
-        cls = validator_for(s.schema, default=jsonschema.Draft202012Validator)
-        try:
-            cls.check_schema(s.schema)
-        except SchemaError as exc:
-            where = "/".join(str(p) for p in exc.path) or "(root)"
-            invalid.append(f"{s.name}: {where}: {exc.message[:160]}")
+        error = metaschema_error(s.schema)
+        if error is not None:
+            where = "/".join(str(p) for p in error.path) or "(root)"
+            invalid.append(f"{s.name}: {where}: {error.message[:160]}")
     out.append(check("toolspecs.valid_json_schema", not invalid, "invalid JSON Schema: " + "; ".join(invalid[:6])
                      if invalid else "every inputSchema.json is a valid JSON Schema", tools=invalid))
     not_in_props = []

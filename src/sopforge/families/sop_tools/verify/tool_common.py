@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from jsonschema import exceptions as jsonschema_exceptions
 from jsonschema import validators
 
 from sopforge.parsing import one_line
 from sopforge.checks import CheckResult, check
+from sopforge.schema_validity import metaschema_error
 from sopforge.families.sop_tools.models.data_schema import DataSchema
 from sopforge.families.sop_tools.models.tools import ToolSpecs, csv_cell, parse_cell
 
@@ -80,11 +80,10 @@ def _valid_schemas(specs: ToolSpecs) -> dict[str, dict[str, Any]]:
 
 
 def _schema_problem(schema: dict[str, Any]) -> str | None:
-    try:
-        validators.validator_for(schema).check_schema(schema)
-    except jsonschema_exceptions.SchemaError as exc:
-        where = "/".join(map(str, exc.path)) or "json"
-        return f"invalid JSON Schema at {where}: {one_line(exc.message, 100)}"
+    error = metaschema_error(schema)
+    if error is not None:
+        where = "/".join(map(str, error.path)) or "json"
+        return f"invalid JSON Schema at {where}: {one_line(error.message, 100)}"
     remote = _remote_refs(schema)
     if remote:
         return f"only local \"$ref\" (\"#/...\") is allowed, not {remote[0]!r}"
