@@ -72,6 +72,23 @@ def test_the_value_budget_caps_what_parsing_may_allocate():
     assert isinstance(parse_body(b"[" * 50 + b"]" * 50, max_values=10)[0], Malformed)
 
 
+def test_strings_are_told_apart_from_structure_like_the_plain_pattern_does():
+    # the counting pattern is the unrolled form of '"(?:[^"\\]|\\.)*"'; escaped quotes, backslashes
+    # and unterminated strings must be read the same way, or a record could hide values from the count
+    import random
+    import re
+
+    from sopforge.sandbox.channel import _count
+
+    plain = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+    rng = random.Random(7)
+    for _ in range(5000):
+        body = bytes(rng.choice(b'"\\a,:{}[]\n') for _ in range(rng.randrange(40)))
+        bare = plain.sub(b'""', body)
+        assert _count(body) == (1 + bare.count(b",") + bare.count(b":") + bare.count(b"[") + bare.count(b"{"),
+                                bare.count(b"[") + bare.count(b"{")), body
+
+
 def test_the_child_and_the_guard_write_the_frames_the_parent_reads(tmp_path: Path):
     # child.py and guard.py cannot import sopforge: each has its own few lines of framing.
     script = textwrap.dedent(f"""
