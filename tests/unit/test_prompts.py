@@ -319,3 +319,21 @@ def test_header_only_edit_changes_template_hash_but_not_prompt(tmp_path: Path, t
     after = tmp_registry.render("paper/stage", topic="x")
     assert after.template_hash != before.template_hash
     assert after.prompt_hash == before.prompt_hash and after.text == "Write about x.\n"
+
+
+def test_a_header_is_parsed_once_per_source_and_again_after_an_edit(tmp_path: Path, tmp_registry: PromptRegistry,
+                                                                    monkeypatch):
+    from sopforge import prompts
+
+    parsed: list[str] = []
+    real = prompts.parse_header
+    monkeypatch.setattr(prompts, "parse_header", lambda tid, source: parsed.append(tid) or real(tid, source))
+    path = write_template(tmp_path / "prompts", "paper/stage", "Write about {{ topic }}.\n")
+    for _ in range(3):
+        assert tmp_registry.render("paper/stage", topic="x").text == "Write about x.\n"
+    assert parsed == ["paper/stage"]
+    tmp_registry.get("paper/stage").header.parameters["extra"] = "changed by a caller"  # not kept
+    assert tmp_registry.get("paper/stage").header.parameters == {"topic": "what to write about"}
+    path.write_text(path.read_text().replace("what to write about", "the subject"))
+    assert tmp_registry.get("paper/stage").header.parameters == {"topic": "the subject"}
+    assert parsed == ["paper/stage", "paper/stage"]
