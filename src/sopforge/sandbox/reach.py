@@ -48,6 +48,18 @@ def _is_dunder(name: str) -> bool:
     return name.startswith("__") and name.endswith("__") and len(name) > 4
 
 
+def _nodes_and_parents(tree: ast.Module) -> tuple[list[ast.AST], dict[int, ast.AST]]:
+    """Every node in ``ast.walk``'s order and each node's parent (by id), in one walk instead of four:
+    the walks were most of the policy's time on a 30 kB tools.py."""
+    nodes: list[ast.AST] = [tree]
+    parents: dict[int, ast.AST] = {}
+    for node in nodes:  # breadth first, as ast.walk: the list grows behind the loop
+        for child in ast.iter_child_nodes(node):
+            parents[id(child)] = node
+            nodes.append(child)
+    return nodes, parents
+
+
 def _decorators(node: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
     return {d.id for d in node.decorator_list if isinstance(d, ast.Name)}
 
@@ -57,25 +69,22 @@ class ReachVisitor(ast.NodeVisitor):
 
     def __init__(self, tree: ast.Module, aliases: dict[str, str], flag: Flag):
         self.aliases, self.flag = aliases, flag
-        self.classes = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+        nodes, self.parents = _nodes_and_parents(tree)
+        self.classes = {n.name for n in nodes if isinstance(n, ast.ClassDef)}
         self.methods: set[str] = set()
-        for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        for cls in (n for n in nodes if isinstance(n, ast.ClassDef)):
             for item in cls.body:
                 if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and "staticmethod" not in _decorators(item):
                     self.methods.add(item.name)
-        self.instances = self._own_instances(tree)
-        self.parents: dict[int, ast.AST] = {}
-        for parent in ast.walk(tree):
-            for child in ast.iter_child_nodes(parent):
-                self.parents[id(child)] = parent
+        self.instances = self._own_instances(nodes)
         self.method_self: list[bool] = []  # per function: is its first parameter a method's self?
         self.cls_names: list[str | None] = []  # per function: the classmethod's cls parameter
 
     # ----------------------------------------------------------------- what the module owns
-    def _own_instances(self, tree: ast.Module) -> set[str]:
+    def _own_instances(self, nodes: list[ast.AST]) -> set[str]:
         """Names every binding of which is ``OwnClass(...)``."""
         values: dict[str, list[ast.AST | None]] = {}
-        for node in ast.walk(tree):
+        for node in nodes:
             if isinstance(node, ast.Assign):
                 for target in node.targets:
                     if isinstance(target, ast.Name):
