@@ -67,12 +67,9 @@ def template_problem(text: str) -> str | None:
 class ByNameVisitor(ast.NodeVisitor):
     """Applies the rules above to one module; violations go to ``flag(kind, node, construct, detail)``."""
 
-    def __init__(self, tree: ast.Module, aliases: dict[str, str], flag: Flag):
-        self.aliases, self.flag = aliases, flag
-        self.parents: dict[int, ast.AST] = {}
-        for parent in ast.walk(tree):
-            for child in ast.iter_child_nodes(parent):
-                self.parents[id(child)] = parent
+    def __init__(self, parents: dict[int, ast.AST], aliases: dict[str, str], flag: Flag):
+        """``parents``: each node's parent by id (``pyast.walk_with_parents``)."""
+        self.aliases, self.flag, self.parents = aliases, flag, parents
 
     # ----------------------------------------------------------------- bindings
     def bound(self, node: ast.AST, name: str | None) -> None:

@@ -38,7 +38,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Literal
 
-from sopforge.pyast import parse_python
+from sopforge.pyast import parse_python, walk_with_parents
 from sopforge.checks import CheckResult, check
 from sopforge.sandbox.anchors import PathAnchors, bound_names, collect_aliases, fold_str, qualify
 from sopforge.sandbox.byname import ByNameVisitor
@@ -160,8 +160,9 @@ def find_violations(tree: ast.Module, *, allowed_imports: frozenset[str] = DEFAU
     the randomness and clock ones are among them, for the caller to defer."""
     visitor = _PolicyVisitor(tree, allowed_imports, published=mode == "published")
     visitor.visit(tree)
-    ReachVisitor(tree, visitor.aliases, visitor.flag).visit(tree)
-    ByNameVisitor(tree, visitor.aliases, visitor.flag).visit(tree)
+    walked = walk_with_parents(tree)
+    ReachVisitor(walked, visitor.aliases, visitor.flag).visit(tree)
+    ByNameVisitor(walked[1], visitor.aliases, visitor.flag).visit(tree)
     return list(visitor.violations.values())
 
 

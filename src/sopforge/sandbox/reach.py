@@ -48,18 +48,6 @@ def _is_dunder(name: str) -> bool:
     return name.startswith("__") and name.endswith("__") and len(name) > 4
 
 
-def _nodes_and_parents(tree: ast.Module) -> tuple[list[ast.AST], dict[int, ast.AST]]:
-    """Every node in ``ast.walk``'s order and each node's parent (by id), in one walk instead of four:
-    the walks were most of the policy's time on a 30 kB tools.py."""
-    nodes: list[ast.AST] = [tree]
-    parents: dict[int, ast.AST] = {}
-    for node in nodes:  # breadth first, as ast.walk: the list grows behind the loop
-        for child in ast.iter_child_nodes(node):
-            parents[id(child)] = node
-            nodes.append(child)
-    return nodes, parents
-
-
 def _decorators(node: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
     return {d.id for d in node.decorator_list if isinstance(d, ast.Name)}
 
@@ -67,9 +55,10 @@ def _decorators(node: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
 class ReachVisitor(ast.NodeVisitor):
     """Applies the rules above to one module; violations go to ``flag(kind, node, construct, detail)``."""
 
-    def __init__(self, tree: ast.Module, aliases: dict[str, str], flag: Flag):
+    def __init__(self, walked: tuple[list[ast.AST], dict[int, ast.AST]], aliases: dict[str, str], flag: Flag):
+        """``walked``: the module's nodes and parents (``pyast.walk_with_parents``)."""
         self.aliases, self.flag = aliases, flag
-        nodes, self.parents = _nodes_and_parents(tree)
+        nodes, self.parents = walked
         self.classes = {n.name for n in nodes if isinstance(n, ast.ClassDef)}
         self.methods: set[str] = set()
         for cls in (n for n in nodes if isinstance(n, ast.ClassDef)):
