@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterable
 
 __all__ = ["FILE", "DIR", "DIRSEP", "PathAnchors", "bound_names", "collect_aliases", "fold_str", "qualify"]
 
@@ -39,10 +40,11 @@ def clean_literal(text: str | None, *, leading_sep: bool) -> bool:
     return ".." not in re.split(r"[/\\]", text)
 
 
-def collect_aliases(tree: ast.Module) -> dict[str, str]:
-    """Map each import-bound name to the dotted name it stands for (np -> numpy)."""
+def collect_aliases(nodes: Iterable[ast.AST]) -> dict[str, str]:
+    """Map each import-bound name to the dotted name it stands for (np -> numpy), from every node
+    of a module (``ast.walk`` or ``pyast.walk_with_parents``)."""
     aliases: dict[str, str] = {}
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Import):
             for a in node.names:
                 if a.asname:
@@ -94,11 +96,12 @@ def bound_names(scope: ast.AST) -> set[str]:
 class PathAnchors:
     """Decides whether path expressions of one module are anchored at its own file."""
 
-    def __init__(self, tree: ast.Module, aliases: dict[str, str]):
+    def __init__(self, nodes: Iterable[ast.AST], aliases: dict[str, str]):
+        """``nodes``: every node of the module (``ast.walk`` or ``pyast.walk_with_parents``)."""
         self.aliases = aliases
         self.bindings: dict[tuple[str, str], list[ast.AST | None]] = {}
         self.dynamic_setattr = False
-        self._collect(tree)
+        self._collect(nodes)
 
     def _record(self, target: ast.AST, value: ast.AST | None) -> None:
         if isinstance(target, ast.Name):
@@ -111,10 +114,10 @@ class PathAnchors:
         elif isinstance(target, ast.Starred):
             self._record(target.value, None)
 
-    def _collect(self, tree: ast.Module) -> None:
+    def _collect(self, nodes: Iterable[ast.AST]) -> None:
         """Record every value assigned to each name/attribute; None marks an unknown value."""
         unknown = lambda name: self._record(ast.Name(id=name, ctx=ast.Store()), None)  # noqa: E731
-        for node in ast.walk(tree):
+        for node in nodes:
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "setattr" and len(node.args) > 1:
                 name = fold_str(node.args[1])
                 if name is None:

@@ -158,9 +158,9 @@ def find_violations(tree: ast.Module, *, allowed_imports: frozenset[str] = DEFAU
                     mode: PolicyMode = "generated") -> list[Violation]:
     """Return every policy violation in a parsed module (deduplicated, unsorted); in published mode
     the randomness and clock ones are among them, for the caller to defer."""
-    visitor = _PolicyVisitor(tree, allowed_imports, published=mode == "published")
+    walked = walk_with_parents(tree)  # one walk for every rule set below
+    visitor = _PolicyVisitor(tree, walked[0], allowed_imports, published=mode == "published")
     visitor.visit(tree)
-    walked = walk_with_parents(tree)
     ReachVisitor(walked, visitor.aliases, visitor.flag).visit(tree)
     ByNameVisitor(walked[1], visitor.aliases, visitor.flag).visit(tree)
     return list(visitor.violations.values())
@@ -174,12 +174,12 @@ def _short(node: ast.AST, limit: int = 60) -> str:
 class _PolicyVisitor(ast.NodeVisitor):
     """Collects violations; one instance per module, visited once."""
 
-    def __init__(self, tree: ast.Module, allowed: frozenset[str], *, published: bool = False):
+    def __init__(self, tree: ast.Module, nodes: list[ast.AST], allowed: frozenset[str], *, published: bool = False):
         self.allowed = allowed
         self.published = published
         self.violations: dict[tuple[str, int, str], Violation] = {}
-        self.aliases = collect_aliases(tree)
-        self.anchors = PathAnchors(tree, self.aliases)
+        self.aliases = collect_aliases(nodes)
+        self.anchors = PathAnchors(nodes, self.aliases)
         self.scopes: list[set[str]] = [bound_names(tree)]
         self.checked_open: set[int] = set()
         self.inner_attributes: set[int] = set()
