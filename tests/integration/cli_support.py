@@ -81,3 +81,20 @@ def own_prefect_server(home: Path) -> Iterator[str]:
             yield api
         finally:
             stop_process(proc, grace=30)
+
+
+def recorded_task_runs(api: str, flow_run_id: str, stages: list[str], timeout: float = 60) -> list[dict]:
+    """The flow run's task runs, read once the server holds one for each of ``stages`` (or ``timeout``
+    has passed): the server records task runs from their events, a moment after the command has ended."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while True:
+        response = httpx.post(f"{api}/task_runs/filter", json={"flow_runs": {"id": {"any_": [flow_run_id]}},
+                                                              "limit": 200}, timeout=30)
+        response.raise_for_status()
+        task_runs = response.json()
+        if set(stages) <= {t["name"] for t in task_runs} or time.monotonic() > deadline:
+            return task_runs
+        time.sleep(1)
+

@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from answers import CHAIN_CALLS, CHAIN_STAGES, RECORDED_CALLS, THEME, by_stage, recorded_answer
+from cli_support import recorded_task_runs
 from sopforge.families import plan
 from sopforge.llm.testserver import FakeLLMServer, status
 
@@ -79,8 +80,7 @@ def test_offline_example_is_stored_visible_in_prefect_and_free_the_second_time(c
     run_id = summary["run_id"]
     flow_runs = prefect_post(prefect_api, "flow_runs/filter", {"flow_runs": {"name": {"any_": [run_id]}}})
     assert [fr["state_type"] for fr in flow_runs] == ["COMPLETED"]
-    every_run = prefect_post(prefect_api, "task_runs/filter",
-                             {"flow_runs": {"id": {"any_": [flow_runs[0]["id"]]}}, "limit": 200})
+    every_run = recorded_task_runs(prefect_api, flow_runs[0]["id"], STAGES)
     task_runs = [t for t in every_run if ":" not in t["name"]]  # the stages; "<stage>: <item> k/n" are their calls
     assert sorted(t["name"] for t in task_runs) == sorted(STAGES)
     # The graph Prefect draws is the plan's dependency graph: each task run waits for its parents' runs.

@@ -5,7 +5,6 @@ independent answerer records the example)."""
 from __future__ import annotations
 
 import json
-import time
 import sys
 import threading
 from pathlib import Path
@@ -16,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from answers import RECORDINGS, THEME, by_stage
+from cli_support import recorded_task_runs
 from sopforge.families import plan
 from sopforge.families.maze.options import MazeSpec
 from sopforge.llm.providers._files import read_response
@@ -126,15 +126,8 @@ def test_the_example_builds_several_scenarios_per_kind_with_subtasks_and_a_relea
     # Prefect drew the family's real graph: the two scenario stages wait only for the context
     flow_runs = httpx.post(f"{prefect_api}/flow_runs/filter", json={"flow_runs": {"name": {"any_": [run_id]}}},
                            timeout=30).json()
-    # the server records task runs from their events, a moment after the command has ended
-    deadline = time.monotonic() + 60
-    while True:
-        task_runs = httpx.post(f"{prefect_api}/task_runs/filter",
-                               json={"flow_runs": {"id": {"any_": [flow_runs[0]["id"]]}}}, timeout=30).json()
-        stage_runs = {t["name"]: t for t in task_runs if t["name"] in STAGES}
-        if len(stage_runs) == len(STAGES) or time.monotonic() > deadline:
-            break
-        time.sleep(1)
+    task_runs = recorded_task_runs(prefect_api, flow_runs[0]["id"], STAGES)
+    stage_runs = {t["name"]: t for t in task_runs if t["name"] in STAGES}
     name_of = {t["id"]: t["name"] for t in task_runs}
     drawn = {name: sorted(name_of[i["id"]] for i in t["task_inputs"].get("wait_for", [])) for name, t in stage_runs.items()}
     assert drawn == {s.name: sorted(s.parents) for s in plan(("maze",)).stages}
