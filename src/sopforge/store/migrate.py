@@ -91,7 +91,7 @@ def applied_versions(con: duckdb.DuckDBPyConnection) -> dict[int, str]:
     """
     exists = con.execute(
         "SELECT count(*) FROM information_schema.tables "
-        "WHERE table_name = 'schema_migrations' AND table_schema = 'main'"
+        "WHERE table_name = 'schema_migrations' AND table_schema = 'main' AND table_catalog = current_database()"
     ).fetchone()[0]
     if not exists:
         return {}

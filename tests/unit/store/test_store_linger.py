@@ -32,13 +32,13 @@ LINGERING_READER = textwrap.dedent("""
 def opened(monkeypatch) -> list[bool]:
     """Every time the store opens the file: read_only of each open."""
     seen: list[bool] = []
-    real = duckdb.connect
+    real = connection._attach
 
-    def counting(database, read_only=False, **kwargs):
+    def counting(key, *, read_only):
         seen.append(read_only)
-        return real(database, read_only=read_only, **kwargs)
+        return real(key, read_only=read_only)
 
-    monkeypatch.setattr(connection.duckdb, "connect", counting)
+    monkeypatch.setattr(connection, "_attach", counting)
     return seen
 
 
