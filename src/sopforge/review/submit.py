@@ -13,7 +13,9 @@ A run waits for review in one of two ways:
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 from uuid import UUID
 
 from sopforge.errors import UserError
@@ -109,13 +111,14 @@ def _resume(store: Store, settings: Settings, pending: Pending, *, decision: str
     run_input = ReviewDecision(decision=decision, feedback=feedback, edited_artifact=edited,
                                reviewer=reviewer, waive=waive).model_dump(mode="json", include=set(ReviewDecision.model_fields))
     try:
-        resume_flow_run(UUID(pending.flow_run_id), run_input=run_input)
+        resume_when_server_answers(lambda: resume_flow_run(UUID(pending.flow_run_id), run_input=run_input))
     except FlowPauseTimeout:
         raise UserError(f"the pause of run {pending.run.id} has timed out; `sopforge rerun {pending.run.id} --review ui` "
                         f"waits at this gate again") from None
     except Exception as err:  # NotPausedError, HTTP errors: one line naming the cause
-        raise UserError(f"could not resume flow run {pending.flow_run_id} of run {pending.run.id}: "
-                        f"{err.__class__.__name__}: {err}") from None
+        busy = " (the Prefect server stayed busy: run the command again)" if _server_busy(err) else ""
+        raise UserError(f"could not resume flow run {pending.flow_run_id} of run {pending.run.id}{busy}: "
+                        f"{err.__class__.__name__}: {str(err).splitlines()[0]}") from None
     deadline = time.monotonic() + (wait_seconds if wait_seconds is not None else 3 * settings.review_poll_seconds + 60)
     while time.monotonic() < deadline:
         new = [r for r in store.reviews_for_run(pending.run.id) if r.id not in before and r.source == "cli"]
@@ -124,3 +127,37 @@ def _resume(store: Store, settings: Settings, pending: Pending, *, decision: str
         time.sleep(0.5)
     raise UserError(f"flow run {pending.flow_run_id} was resumed but has not recorded the decision yet; "
                     f"check it with `sopforge review show {pending.run.id}` or in the Prefect UI")
+
+
+# A resume is one deferred SQLite transaction on a local Prefect server: it reads the paused state, then
+# writes the new one, and fails with "database is locked" (HTTP 503, at once, not after a wait) whenever
+# another write landed in between. Prefect's client retries a 503 five times over about a minute; under
+# the writes of several busy flows that was not enough once (CI, 2026-11-27). A failed resume changed
+# nothing, so it is asked again.
+RESUME_ROUNDS = 3
+
+
+def resume_when_server_answers(resume: Callable[[], Any], rounds: int = RESUME_ROUNDS,
+                               pause: Callable[[float], None] = time.sleep) -> None:
+    """Call ``resume`` until the server does not answer 503, at most ``rounds`` times (each one already
+    retried by Prefect's client). A flow run no longer paused after a 503 was resumed meanwhile: the wait
+    that follows checks that the store recorded this decision."""
+    from prefect.exceptions import NotPausedError
+
+    for round_ in range(1, rounds + 1):
+        try:
+            resume()
+            return
+        except NotPausedError:
+            if round_ == 1:
+                raise
+            return  # the earlier round's resume went through although its answer did not
+        except Exception as err:
+            if not _server_busy(err) or round_ == rounds:
+                raise
+            pause(5.0 * round_)
+
+
+def _server_busy(err: BaseException) -> bool:
+    response = getattr(err, "response", None)
+    return getattr(response, "status_code", None) == 503

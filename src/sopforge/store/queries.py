@@ -245,10 +245,22 @@ def missing_artifacts(con: Con, ids: list[str]) -> list[str]:
     return [i for i in ids if i not in present]
 
 
+def insert_rows(con: Con, table: str, columns: list[str], rows: list[list[Any]], chunk: int = 100) -> None:
+    """Insert ``rows`` with one ``INSERT ... VALUES (...), (...)`` per ``chunk`` rows (``table`` and ``columns``
+    are constants of this package). DuckDB parses and plans each statement, about a millisecond here, which a
+    statement per row (or ``executemany``, which runs one per row) pays for every row: 40 validations took
+    48 ms one at a time, 37 with ``executemany``, 9 in one statement."""
+    row = "(" + ", ".join("?" for _ in columns) + ")"
+    for start in range(0, len(rows), chunk):
+        part = rows[start:start + chunk]
+        con.execute(f"INSERT INTO {table} ({', '.join(columns)}) VALUES " + ", ".join(row for _ in part),
+                    [value for r in part for value in r])
+
+
 def insert_edges(con: Con, child: str, parents: list[str]) -> None:
     """Record that ``child`` was built from each of ``parents``."""
-    for parent in dict.fromkeys(parents):  # dedupe, keep order
-        con.execute("INSERT INTO artifact_edges (child, parent) VALUES (?, ?)", [child, parent])
+    insert_rows(con, "artifact_edges", ["child", "parent"],
+                [[child, parent] for parent in dict.fromkeys(parents)])  # dedupe, keep order
 
 
 def insert_dataset_rows(con: Con, artifact_id: str, rows: list[dict[str, Any]], id_field: str | None) -> None:
@@ -275,11 +287,10 @@ def dataset_rows(con: Con, artifact_id: str) -> list[dict[str, Any]]:
 
 def insert_funnel(con: Con, artifact_id: str, run_id: str, stage: str, rows: list[FunnelRow], *,
                   family: str | None = None) -> None:
-    con.executemany(
-        "INSERT INTO funnel (artifact_id, run_id, stage, family, ordinal, component, item_type, generated, verified, "
-        "retried, dropped, kept) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [[artifact_id, run_id, stage, family, i, r.component, r.item_type, *(getattr(r, c) for c in FUNNEL_COUNTS)]
-         for i, r in enumerate(rows)])
+    insert_rows(con, "funnel", ["artifact_id", "run_id", "stage", "family", "ordinal", "component", "item_type",
+                                *FUNNEL_COUNTS],
+                [[artifact_id, run_id, stage, family, i, r.component, r.item_type, *(getattr(r, c) for c in FUNNEL_COUNTS)]
+                 for i, r in enumerate(rows)])
 
 
 def funnel_rows(con: Con, artifact_id: str) -> list[FunnelRow]:
@@ -292,13 +303,10 @@ def insert_validations(con: Con, artifact_id: str, checks: list[CheckResult],
                        details_json: list[str]) -> None:
     """Store check results in the order they ran (``details_json`` pre-serialised)."""
     ts = now()
-    for ordinal, (check, details) in enumerate(zip(checks, details_json, strict=True)):
-        con.execute(
-            "INSERT INTO validations (id, artifact_id, ordinal, check_name, passed, severity, "
-            "message, details, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [new_id("v", 12), artifact_id, ordinal, check.name, check.passed, check.severity,
-             check.message, details, ts],
-        )
+    insert_rows(con, "validations", ["id", "artifact_id", "ordinal", "check_name", "passed", "severity", "message",
+                                     "details", "created_at"],
+                [[new_id("v", 12), artifact_id, ordinal, check.name, check.passed, check.severity, check.message,
+                  details, ts] for ordinal, (check, details) in enumerate(zip(checks, details_json, strict=True))])
 
 
 def get_artifact(con: Con, artifact_id: str) -> ArtifactRecord | None:

@@ -65,6 +65,18 @@ def test_save_stores_checks_in_order_and_finishes_the_stage_run(store, run_id, s
     assert "sop.thresholds: no numeric threshold" in row.error
 
 
+def test_more_checks_and_parents_than_one_statement_holds_are_all_stored_in_order(store, run_id, save):
+    # insert_rows writes 100 rows per statement: 250 checks and parents span three statements.
+    parents = [save(run_id, f"stage{i}").id for i in range(3)]
+    checks = [check(f"sop.check{i:03d}", i % 7 != 0, f"message {i}", index=i) for i in range(250)]
+    art = save(run_id, "sop", checks=checks, parents=parents * 2)
+    stored = store.validations_for(art.id)
+    assert [(v.ordinal, v.check_name, v.passed, v.details) for v in stored] == [
+        (i, f"sop.check{i:03d}", i % 7 != 0, {"index": i}) for i in range(250)]
+    assert len({v.id for v in stored}) == 250
+    assert sorted(p.id for p in store.parents_of(art.id)) == sorted(parents)  # each parent once
+
+
 @pytest.mark.parametrize("broken", ["insert_edges", "insert_validations", "finish_stage_run"])
 def test_a_failure_midway_leaves_no_trace(store, run_id, save, sql, monkeypatch, broken):
     context = save(run_id, "context")
