@@ -10,7 +10,7 @@ import duckdb
 import pytest
 
 from sopforge.store import Store
-from sopforge.store import connection
+from sopforge.store import connection, instance
 from sopforge.store.connection import open_connection
 
 
@@ -71,13 +71,13 @@ def test_a_forked_child_starts_its_own_instance(tmp_path):
     db = tmp_path / "s.duckdb"
     store = Store(db)
     store.create_run("parent", "parent", {})
-    parents = connection._instance
+    parents = instance._instance
     pid = os.fork()
     if pid == 0:  # the child: the parent's instance has none of its threads here
         code = 1
         try:
             Store(db).create_run("child", "child", {})
-            code = 0 if connection._instance is not None and connection._instance is not parents else 2
+            code = 0 if instance._instance is not None and instance._instance is not parents else 2
         finally:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
