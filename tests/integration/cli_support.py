@@ -97,4 +97,3 @@ def recorded_task_runs(api: str, flow_run_id: str, stages: list[str], timeout: f
         if set(stages) <= {t["name"] for t in task_runs} or time.monotonic() > deadline:
             return task_runs
         time.sleep(1)
-
