@@ -14,11 +14,11 @@ from sopforge.markdown import FUNNEL_COLUMNS, funnel_markdown, markdown_table
 __all__ = ["FUNNEL_COLUMNS", "artifact_markdown", "checks_markdown", "funnel_markdown", "markdown_table"]
 
 
-def artifact_markdown(stage: str, content: dict[str, Any]) -> str:
+def artifact_markdown(stage: str, content: dict[str, Any], family: str | None = None) -> str:
     """Markdown of a stored artifact, by the renderer its family declares (else its JSON)."""
-    from sopforge.families import all_stages
+    from sopforge.families import declared_stage
 
-    spec = all_stages().get(stage)
+    spec = declared_stage(stage, family)
     if spec is None or spec.render is None:
         return f"```json\n{json.dumps(content, indent=2, ensure_ascii=False)}\n```"
     return spec.render(content)

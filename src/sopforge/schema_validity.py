@@ -9,11 +9,10 @@ before the verdicts were kept.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
-from jsonschema.exceptions import SchemaError
-from jsonschema.validators import validator_for
+if TYPE_CHECKING:
+    from jsonschema.exceptions import SchemaError
 
 __all__ = ["metaschema_error"]
 
@@ -29,13 +28,19 @@ def metaschema_error(schema: dict[str, Any]) -> SchemaError | None:
     with _lock:
         if key in _verdicts:
             return _verdicts[key]
-    try:
-        validator_for(schema, default=jsonschema.Draft202012Validator).check_schema(schema)
-        verdict = None
-    except SchemaError as exc:
-        verdict = exc
+    verdict = _check_against_metaschema(schema)
     with _lock:
         if len(_verdicts) >= _KEPT:
             _verdicts.clear()
         _verdicts[key] = verdict
     return verdict
+
+
+def _check_against_metaschema(schema: dict[str, Any]) -> SchemaError | None:
+    import jsonschema  # 0.1 s: loaded by the first check, not by every command that loads a family
+
+    try:
+        jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator).check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        return exc
+    return None

@@ -1,11 +1,11 @@
 """Commands that only read answer at once: they import neither Prefect nor pandas nor Great Expectations.
 
 Each of those costs 1-5 s to import on a loaded 2-core machine, more than the whole answer should
-take. The commands run on the shared demo's home (every family, so ``show --stage`` loads the
-family registry the way it does after ``make demo``), in a subprocess that reports what it imported.
+take; numpy, networkx, pyarrow and jsonschema (0.1-0.2 s each) belong to the checks and exports,
+which a command that prints a stored artifact never runs. The commands run on the shared demo's home
+(every family), in a subprocess that reports what it imported.
 ``audit`` reads the SOP-Bench CSV the way SOP-Bench's harness does, with pandas, so only Prefect and
-GX are ruled out there. The seconds themselves are measured by ``benchmarks/orchestration.py``.
-"""
+GX are ruled out there. The seconds themselves are measured by ``benchmarks/orchestration.py``."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pytest
 
 from cli_support import ROOT, quiet_env
 
-HEAVY = ("prefect", "pandas", "great_expectations", "scipy")
+HEAVY = ("prefect", "pandas", "great_expectations", "scipy", "numpy", "networkx", "pyarrow", "jsonschema")
 # Runs the CLI in this interpreter, then prints the top-level packages it imported (as JSON on stderr).
 PROBE = """
 import importlib, json, os, runpy, sys

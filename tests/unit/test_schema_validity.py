@@ -24,13 +24,13 @@ def test_the_draft_named_by_the_schema_is_the_one_checked():
 
 def test_each_distinct_schema_is_checked_once(monkeypatch):
     checked: list[object] = []
-    real = schema_validity.validator_for
+    real = schema_validity._check_against_metaschema
 
-    def counting(schema, default):
+    def counting(schema):
         checked.append(schema)
-        return real(schema, default=default)
+        return real(schema)
 
-    monkeypatch.setattr(schema_validity, "validator_for", counting)
+    monkeypatch.setattr(schema_validity, "_check_against_metaschema", counting)
     monkeypatch.setattr(schema_validity, "_verdicts", {})
     first = {"type": "object", "properties": {"when": {"type": "string", "format": "date"}}}
     assert [metaschema_error(dict(first)) for _ in range(3)] == [None, None, None]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
 from sopforge.cli import ending  # first: its exit hook must run after every other one (see the module)
 
 import typer  # noqa: E402
@@ -21,6 +19,8 @@ app = typer.Typer(
 
 def _print_version(value: bool) -> None:
     if value:
+        from importlib.metadata import PackageNotFoundError, version  # 0.07 s: only --version reads it
+
         try:
             typer.echo(f"sopforge {version('sopforge')}")
         except PackageNotFoundError:  # run from a source tree that was never installed

@@ -65,12 +65,12 @@ def _stage_detail(store: Store, run_id: str, stage: str) -> dict[str, Any]:
 def _print_stage(stage: str, detail: dict[str, Any]) -> None:
     from rich.markdown import Markdown
 
-    from sopforge.families import all_stages
+    from sopforge.families import declared_stage
     from sopforge.render import artifact_markdown
 
     art = detail["artifact"]
     out.rule(f"{stage} v{art['version']}  {art['id']}  ({art['status']}, run {art['run_id']}, model {art['model']})")
-    spec = all_stages().get(stage)
+    spec = declared_stage(stage, art["family"])
     if spec is not None and spec.table is not None and spec.table.in_terminal:
         rows = spec.table.rows(art["content"])
         table = Table(show_lines=False)
@@ -80,7 +80,7 @@ def _print_stage(stage: str, detail: dict[str, Any]) -> None:
             table.add_row(*(str(v) for v in row.values()))
         out.print(table)
     else:
-        out.print(Markdown(artifact_markdown(stage, art["content"])))
+        out.print(Markdown(artifact_markdown(stage, art["content"], art["family"])))
     checks = Table(title="checks (failures first)", title_justify="left")
     for col in ("passed", "severity", "check", "message"):
         checks.add_column(col, overflow="fold")

@@ -86,7 +86,7 @@ def show(run: str = typer.Argument(..., help="Run id (or unique prefix)."), stag
         return
     out.rule(f"run {p.run.id} ({p.run.status}): {p.stage} v{p.artifact.version}  {p.artifact.id}")
     out.print(Markdown(checks_markdown(checks)))
-    out.print(Markdown(artifact_markdown(p.stage, p.artifact.content)))
+    out.print(Markdown(artifact_markdown(p.stage, p.artifact.content, p.artifact.family)))
     if reviews:
         out.print("decisions so far: " + "; ".join(_describe(r) for r in reviews))
     out.print(f"decide: sopforge review approve {p.run.id} | reject {p.run.id} --feedback \"…\" | "

@@ -30,7 +30,7 @@ from sopforge.families.protocol import (EditSpec, ExportSpec, Family, FamilySumm
 
 __all__ = [
     "IMPLEMENTED", "EditSpec", "ExportSpec", "Family", "FamilySummary", "InputContext", "OptionsSpec", "Plan",
-    "StageSpec", "SummaryTable", "TableView", "all_stages", "evaluable", "load_family", "options_sections", "plan", "stage",
+    "StageSpec", "SummaryTable", "TableView", "all_stages", "declared_stage", "evaluable", "load_family", "options_sections", "plan", "stage",
 ]
 
 # Families in their default order. A theme without ``families:`` gets all of them.
@@ -146,6 +146,22 @@ def _topological(stages: list[StageSpec]) -> list[StageSpec]:
 def all_stages() -> dict[str, StageSpec]:
     """Every stage of every implemented family (and the shared ones), by name."""
     return {s.name: s for s in plan(IMPLEMENTED).stages}
+
+
+def declared_stage(name: str, family: str | None) -> StageSpec | None:
+    """Stage ``name`` as the family a stored artifact names declares it (None for shared stages).
+
+    Only that family loads: a command that prints one artifact need not import the other families'
+    models (0.4 s). An unknown family or stage (a store written by another version) falls back to
+    every family's declarations, and to None when none declares it.
+    """
+    if family is None:
+        found = [s for s in shared_stages() if s.name == name]
+    elif family in IMPLEMENTED:
+        found = [s for s in load_family(family).stages if s.name == name]
+    else:
+        found = []
+    return found[0] if found else all_stages().get(name)
 
 
 def stage(name: str) -> StageSpec:

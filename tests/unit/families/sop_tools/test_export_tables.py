@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from sopforge.families.sop_tools.export.tables import (
-    PARQUET_SCHEMA, ArtifactRef, Provenance, tasks_from_rows, write_tasks_jsonl, write_tasks_parquet,
+    parquet_schema, ArtifactRef, Provenance, tasks_from_rows, write_tasks_jsonl, write_tasks_parquet,
 )
 
 PROVENANCE = Provenance(
@@ -52,7 +52,7 @@ def test_jsonl_holds_each_task_with_its_provenance(tmp_path: Path):
 def test_parquet_round_trips_and_is_queryable_with_duckdb(tmp_path: Path):
     path = write_tasks_parquet(tmp_path / "tasks.parquet", tasks(), PROVENANCE)
     table = pq.read_table(path)
-    assert table.schema.equals(PARQUET_SCHEMA)
+    assert table.schema.equals(parquet_schema())
     rows = table.to_pylist()
     assert [json.loads(r["expected_outputs"]) for r in rows] == [t["expected_outputs"] for t in tasks()]
     assert json.loads(rows[1]["hidden"]) == {"credit_score": 655, "dti_ratio": 0.41}

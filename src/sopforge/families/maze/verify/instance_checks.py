@@ -17,7 +17,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from jsonschema import Draft7Validator
 
 from sopforge.checks import CheckResult, check
 from sopforge.families.maze.models.execution import Turn, run_scenario, run_values
@@ -139,6 +138,8 @@ def known_facts(logic: Logic, extraction: Extraction) -> dict[str, FactValue]:
 
 def schema_errors(schema: dict[str, Any], answer: Any) -> list[str]:
     """Draft-07 violations of ``answer`` (empty when valid)."""
+    from jsonschema import Draft7Validator  # loaded by the check, not by every command that loads the family
+
     return [f"{'/'.join(str(p) for p in e.absolute_path) or 'answer'}: {e.message}"
             for e in sorted(Draft7Validator(schema).iter_errors(answer), key=lambda e: list(e.absolute_path))]
 

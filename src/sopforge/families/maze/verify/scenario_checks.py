@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 
-from jsonschema import Draft7Validator
 
 from sopforge.checks import CheckResult, check
 from sopforge.families.maze.models.execution import compile_logic
@@ -109,6 +108,8 @@ def _common_checks(scenario: Scenario) -> list[CheckResult]:
     scripts = _scripts(scenario) + [(f"knowledge base answer {i + 1}", p.a) for i, p in enumerate(scenario.knowledge_base)]
     bad_scripts = [f"{where} ({len(text.strip())} characters)" for where, text in scripts
                    if not text.strip() or len(text) > COMMON["text_chars"]]
+    from jsonschema import Draft7Validator  # loaded by the check, not by every command that loads the family
+
     schema_errors = [e.message for e in Draft7Validator(Draft7Validator.META_SCHEMA).iter_errors(scenario.answer_schema())]
     return [
         check("maze.facts_unique", not duplicate_facts, f"fact names must be unique: {duplicate_facts}"

@@ -23,8 +23,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from sopforge.families.probe.models.sets import Sample, SampleSet
 from sopforge.tokens import TOKEN_METHOD
@@ -107,6 +105,9 @@ def write_export(folder: Path, sample_set: SampleSet, metadata: dict[str, Any]) 
              for r in records]
     jsonl = _atomic(folder / "samples.jsonl", lambda p: p.write_text(
         "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), "utf-8"))
+    import pyarrow as pa  # loaded by the export, not by every command that loads the family
+    import pyarrow.parquet as pq
+
     table = pa.Table.from_pylist([{
         "sample_id": r["sample_id"], "persona_id": r["persona_id"], "difficulty": r["difficulty"],
         "bottleneck": r["ground_truth"]["bottleneck"]["description"],

@@ -28,9 +28,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Callable
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from sopforge.families.probe.models.bottlenecks import Action
 from sopforge.families.probe.models.documents import Document
@@ -38,6 +36,9 @@ from sopforge.families.probe.models.sets import AttackResult
 from sopforge.families.probe.models.world import WorldModel
 from sopforge.families.probe.verify.bottleneck_checks import STOP_WORDS
 from sopforge.families.probe.verify.scoring import search_scores
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["TASK_STATEMENT", "URGENCY_WORDS", "action_attacks", "bm25_scores", "cosine_similarities", "distinctive_words",
            "search_attacks", "search_result", "set_p_value", "tfidf_scores"]
@@ -56,7 +57,10 @@ _TOKEN = re.compile(r"[a-z0-9][a-z0-9'-]+")
 
 def bm25_scores(queries: list[str], documents: list[Document]) -> np.ndarray:
     """BM25 score of every document (columns) for every query (rows), English stop words removed."""
-    import bm25s  # imported here: only assembly needs it, and the family is imported by every CLI call
+    # numpy and bm25s load here, not at the top: only assembly needs them, and the family is loaded by every
+    # command that reads a stage (numpy alone is 0.1 s of it); the other functions follow suit.
+    import bm25s
+    import numpy as np
 
     retriever = bm25s.BM25()
     retriever.index(bm25s.tokenize([d.text for d in documents], stopwords="en", show_progress=False),
@@ -69,6 +73,8 @@ def bm25_scores(queries: list[str], documents: list[Document]) -> np.ndarray:
 
 def _tfidf(texts: list[str], vocabulary: dict[str, int] | None = None,
            idf: np.ndarray | None = None) -> tuple[np.ndarray, dict[str, int], np.ndarray]:
+    import numpy as np
+
     counts = [Counter(t for t in _TOKEN.findall(text.lower()) if len(t) > 2 and t not in STOP_WORDS) for text in texts]
     if vocabulary is None:
         vocabulary = {w: i for i, w in enumerate(sorted({w for c in counts for w in c}))}
@@ -96,6 +102,8 @@ def tfidf_scores(queries: list[str], documents: list[Document]) -> np.ndarray:
 
 def distinctive_words(doc: Document, documents: list[Document], limit: int = 10) -> list[str]:
     """The words that set ``doc`` apart in ``documents`` (highest TF-IDF weight), best first."""
+    import numpy as np
+
     matrix, vocabulary, _ = _tfidf([d.text for d in documents])
     row = matrix[next(i for i, d in enumerate(documents) if d.id == doc.id)]
     words = {i: w for w, i in vocabulary.items()}
@@ -112,6 +120,8 @@ def search_attacks(world: WorldModel, actions: list[Action], documents: list[Doc
                    siblings: list[Document]) -> dict[str, dict[str, float]]:
     """Attack name -> its score of every document (higher: more likely evidence). ``siblings``: the documents of
     the persona's other samples (cross-sample attack; skipped when there are none)."""
+    import numpy as np
+
     persona = world.to_prompt_text()
     every_action = "\n".join(f"{a.id.replace('_', ' ')} {a.description}" for a in actions)
     queries = [TASK_STATEMENT, persona, every_action] + [f"{a.id.replace('_', ' ')} {a.description}" for a in actions]
@@ -140,6 +150,8 @@ def search_attacks(world: WorldModel, actions: list[Action], documents: list[Doc
 
 def action_attacks(actions: list[Action], documents: list[Document]) -> dict[str, tuple[str, str]]:
     """Attack name -> (the action it picks, why): the action whose description the datastore matches most."""
+    import numpy as np
+
     if not actions or not documents:
         return {}
     scores = bm25_scores([f"{a.id.replace('_', ' ')} {a.description}" for a in actions], documents)
@@ -186,6 +198,7 @@ def set_p_value(results: list[AttackResult], sizes: list[tuple[int, int, int]]) 
         sizes: Per sample (|D|, |T|, |A|): the random distribution of its hits (hypergeometric for a search
             attack, Bernoulli(1/|A|) for an action attack), summed by convolution.
     """
+    import numpy as np
     from scipy import stats  # lazily, as in search_result
 
     total = sum(r.hits for r in results)

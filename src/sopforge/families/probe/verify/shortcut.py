@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
-
 from sopforge.families.probe.models.documents import Document
 from sopforge.families.probe.models.sets import TwoSampleTest
 from sopforge.families.probe.verify.attacks import URGENCY_WORDS
@@ -57,6 +55,7 @@ def two_sample_tests(true_positives: list[Document], others: list[Document], *, 
     """
     if len(true_positives) < 2 or len(others) < 2:
         return []
+    import numpy as np
     from scipy import stats  # here, not at the top: every CLI command that loads the family would pay ~1 s
 
     features = list(format_features(true_positives[0]))

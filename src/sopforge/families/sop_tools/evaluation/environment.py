@@ -24,8 +24,6 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from jsonschema import Draft7Validator
-
 from sopforge.errors import UserError
 from sopforge.evaluation.protocol import EnvTool, ToolOutcome
 from sopforge.families.sop_tools.verify.ground_truth_bundle import CSV_FILE, TOOLS_FILE, TOOLSPECS_FILE
@@ -96,6 +94,8 @@ class SopToolsEnvironment:
                                input_schema=(s.get("inputSchema") or {}).get("json") or {"type": "object"},
                                writes=str(s.get("description", "")).lstrip().startswith(WRITE_MARK))
                        for s in _specs(specs_file)]
+        from jsonschema import Draft7Validator  # loaded by an evaluation, not by every command that loads the family
+
         self._validators = {t.name: Draft7Validator(t.input_schema) for t in self._tools}
         metadata = json.loads((self.folder / METADATA_FILE).read_text(encoding="utf-8"))
         self.input_columns: list[str] = list(metadata.get("input_columns") or [])

@@ -21,10 +21,10 @@ import io
 import json
 import math
 from collections.abc import Collection
+import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-import numpy as np
 
 __all__ = ["expected_value", "roundtrip_problems", "table_problems", "to_cell", "write_csv"]
 
@@ -72,7 +72,8 @@ def expected_value(value: Any) -> Any:
 
 
 def _is_bool(value: Any) -> bool:
-    return isinstance(value, (bool, np.bool_))
+    numpy = sys.modules.get("numpy")  # a numpy bool exists only once numpy is loaded: do not load it to ask
+    return isinstance(value, bool) or (numpy is not None and isinstance(value, numpy.bool_))
 
 
 def _same(read: Any, want: Any) -> bool:

@@ -23,13 +23,12 @@ import json
 import os
 import uuid
 from pathlib import Path
+from functools import cache
 from typing import Any, Iterable
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 from pydantic import BaseModel, Field
 
-__all__ = ["ArtifactRef", "PARQUET_SCHEMA", "Provenance", "task_records", "tasks_from_rows", "write_tasks_jsonl",
+__all__ = ["ArtifactRef", "parquet_schema", "Provenance", "task_records", "tasks_from_rows", "write_tasks_jsonl",
            "write_tasks_parquet"]
 
 _TASK_KEYS = ("task_id", "inputs", "hidden", "expected_outputs", "expected_calls")
@@ -61,30 +60,35 @@ class Provenance(BaseModel):
         return hashlib.sha256(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
 
 
-PARQUET_SCHEMA = pa.schema([
-    ("task_id", pa.string()),
-    ("row_index", pa.int64()),
-    ("benchmark", pa.string()),
-    ("run_id", pa.string()),
-    ("theme", pa.string()),
-    ("generator", pa.string()),
-    ("provenance_hash", pa.string()),
-    ("task_hash", pa.string()),
-    ("inputs", pa.string()),
-    ("hidden", pa.string()),
-    ("expected_outputs", pa.string()),
-    ("expected_calls", pa.string()),
-    ("expected_tools", pa.list_(pa.string())),
-    ("num_expected_calls", pa.int32()),
-    ("expected_state", pa.string()),
-    ("expected_writes", pa.list_(pa.string())),
-    ("order_constraints", pa.string()),
-    ("artifacts", pa.list_(pa.struct([
-        ("stage", pa.string()), ("artifact_id", pa.string()), ("version", pa.int64()),
-        ("content_hash", pa.string()), ("template_id", pa.string()), ("template_hash", pa.string()),
-        ("model", pa.string()),
-    ]))),
-])
+@cache
+def parquet_schema():
+    """The tasks table's Arrow schema (pyarrow loads here: 0.2 s that reading commands need not pay)."""
+    import pyarrow as pa
+
+    return pa.schema([
+        ("task_id", pa.string()),
+        ("row_index", pa.int64()),
+        ("benchmark", pa.string()),
+        ("run_id", pa.string()),
+        ("theme", pa.string()),
+        ("generator", pa.string()),
+        ("provenance_hash", pa.string()),
+        ("task_hash", pa.string()),
+        ("inputs", pa.string()),
+        ("hidden", pa.string()),
+        ("expected_outputs", pa.string()),
+        ("expected_calls", pa.string()),
+        ("expected_tools", pa.list_(pa.string())),
+        ("num_expected_calls", pa.int32()),
+        ("expected_state", pa.string()),
+        ("expected_writes", pa.list_(pa.string())),
+        ("order_constraints", pa.string()),
+        ("artifacts", pa.list_(pa.struct([
+            ("stage", pa.string()), ("artifact_id", pa.string()), ("version", pa.int64()),
+            ("content_hash", pa.string()), ("template_id", pa.string()), ("template_hash", pa.string()),
+            ("model", pa.string()),
+        ]))),
+    ])
 
 
 def tasks_from_rows(rows: list[dict[str, Any]], *, input_columns: list[str], output_columns: list[str],
@@ -190,7 +194,10 @@ def _json_columns(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def write_tasks_parquet(path: Path, tasks: list[dict[str, Any]], provenance: Provenance) -> Path:
-    """Write the tasks as Parquet with :data:`PARQUET_SCHEMA`; returns ``path``."""
+    """Write the tasks as Parquet with :func:`parquet_schema`; returns ``path``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     records = _json_columns(task_records(tasks, provenance))
-    table = pa.Table.from_pylist(records, schema=PARQUET_SCHEMA)
+    table = pa.Table.from_pylist(records, schema=parquet_schema())
     return _atomic_write(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))

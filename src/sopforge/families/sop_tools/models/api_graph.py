@@ -12,15 +12,17 @@ task cannot be answered by calling one tool (format: ``docs/formats.md``, sectio
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-import networkx as nx
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
 from sopforge.families.sop_tools.models import write_conditions
 from sopforge.families.sop_tools.models.write_conditions import Conditions
 from sopforge.parsing import ParseError, extract_tag, one_line, strip_code_fence
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 __all__ = [
     "API_NAME_RE",
@@ -240,6 +242,8 @@ class APIGraph(BaseModel):
         ``dependency_reason`` of the first declaration. Dangling dependencies are left out
         (``api_graph.dependencies_exist`` reports them).
         """
+        import networkx as nx  # 0.2 s: loaded when a graph is walked, not by every command that names the model
+
         g = nx.DiGraph()
         for a in self.apis:
             if a.api_name not in g:
@@ -257,6 +261,8 @@ class APIGraph(BaseModel):
         Raises:
             ValueError: The graph has a cycle (named in the message).
         """
+        import networkx as nx
+
         g = self.to_networkx()
         position = {n: i for i, n in enumerate(dict.fromkeys(self.names))}
         try:
@@ -327,5 +333,7 @@ def _describe(exc: ValidationError, data: dict) -> str:
 
 
 def _cycle_text(g: nx.DiGraph) -> str:
+    import networkx as nx
+
     cycle = nx.find_cycle(g)
     return " -> ".join([u for u, _ in cycle] + [cycle[-1][1]])

@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-import networkx as nx
 
 from sopforge.families.sop_tools.models.api_graph import API_NAME_RE, APIGraph, _cycle_text
 from sopforge.checks import CheckResult, check
@@ -57,6 +56,8 @@ def check_graph(graph: APIGraph, schema: DataSchema, sop: SOPDocument) -> list[C
     results = []
     fields = {f.name: f for f in schema.fields}
     names = graph.names
+    import networkx as nx  # loaded by the check, not by every command that loads the family
+
     g = graph.to_networkx()
 
     counts: dict[str, int] = {}

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import networkx as nx
 
 from sopforge.families.sop_tools.models.api_graph import APIGraph
 from sopforge.families.sop_tools.models.trajectory import StateDiff, Trajectory, TrajectoryCall
@@ -272,6 +271,8 @@ def argument_sources(graph: APIGraph, columns: list[str]) -> dict[str, dict[str,
     result of the nearest upstream API (in topological order) that returns it, as an agent that sees
     only the ``columns`` must do.
     """
+    import networkx as nx  # loaded by the check, not by every command that loads the family
+
     order = graph.topological_order()
     position = {n: i for i, n in enumerate(order)}
     g = graph.to_networkx()

@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from jsonschema import validators
-
 from sopforge.parsing import one_line
 from sopforge.checks import CheckResult, check
 from sopforge.schema_validity import metaschema_error
@@ -109,6 +107,8 @@ def _remote_refs(node: Any) -> list[str]:
 
 
 def _validator(schema: dict[str, Any]):
+    from jsonschema import validators  # loaded by the checks, not by every command that loads the family
+
     cls = validators.validator_for(schema)
     return cls(schema, format_checker=cls.FORMAT_CHECKER)
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-import networkx as nx
 
 from sopforge.families.sop_tools.models.api_graph import APIGraph
 from sopforge.families.sop_tools.models.ground_truth import Task, csv_cell
@@ -70,6 +69,8 @@ def order_constraints(path: list[str], graph: APIGraph) -> list[list[str]]:
     Returns:
         Pairs in path order; tools outside the graph (none on a valid path) are ordered by nothing.
     """
+    import networkx as nx  # loaded by the check, not by every command that loads the family
+
     g = graph.to_networkx()
     writes = {a.api_name for a in graph.write_apis}
     tools = list(dict.fromkeys(path))
