@@ -201,7 +201,8 @@ def per_call_overhead(n: int = 50) -> tuple[float, float]:
 
 
 def cli_start(home: Path, run_id: str, export: str | None) -> dict[str, float]:
-    commands = {"--help": ["--help"], "runs": ["runs"], "show": ["show", run_id], "review list": ["review", "list"]}
+    commands = {"--help": ["--help"], "runs": ["runs"], "show": ["show", run_id],
+                "show --stage sop": ["show", run_id, "--stage", "sop"], "review list": ["review", "list"]}
     if export:
         commands["audit --no-run"] = ["audit", export, "--no-run"]
     times = {}
@@ -271,7 +272,7 @@ def run(args: argparse.Namespace, tmp: Path, extra: list[str]) -> None:
     print(f"  make demo: first {first:.1f} s, fully cached second {second:.1f} s (target <= 10 s; "
           f"{summary['llm_calls']} LLM calls the second time)")
     for name, seconds in cli_start(demo_home, summary["run_id"], summary.get("export")).items():
-        print(f"  CLI start {name:<15} {seconds:.2f} s (target < 1 s)")
+        print(f"  CLI start {name:<16} {seconds:.2f} s (target < 1 s)")
 
 
 if __name__ == "__main__":
