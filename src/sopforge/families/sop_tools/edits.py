@@ -15,39 +15,19 @@ from sopforge.checks import CheckResult, blocking_failures
 from sopforge.families.protocol import EditSpec
 from sopforge.families.sop_tools.models.sop import SOPDocument
 from sopforge.families.sop_tools.models.tools import ToolsArtifact
+from sopforge.families.sop_tools.verify.api_graph_checks import check_graph
+from sopforge.families.sop_tools.verify.schema_checks import check_schema
+from sopforge.families.sop_tools.verify.sop_checks import check_sop
+from sopforge.families.sop_tools.verify.tool_checks import (
+    check_api_docs, check_code_static, check_rows_against_specs, check_toolspecs,
+)
+from sopforge.families.sop_tools.verify.tool_runtime import TOOL_CHECK_LIMITS, check_runtime
 from sopforge.settings import Settings
 
 __all__ = ["API_GRAPH_EDIT", "SCHEMA_EDIT", "SOP_EDIT", "TOOLS_EDIT"]
 
 
-# The checks import inside each function: loading a family (every ``show --stage``) should not pay
-# networkx, jsonschema and pyarrow (0.3 s) for an edit it will not make.
-
-
-def _check_schema(schema: BaseModel, up: dict[str, BaseModel], settings: Settings) -> list[CheckResult]:
-    from sopforge.families.sop_tools.verify.schema_checks import check_schema
-
-    return check_schema(schema)
-
-
-def _check_sop(sop: BaseModel, up: dict[str, BaseModel], settings: Settings) -> list[CheckResult]:
-    from sopforge.families.sop_tools.verify.sop_checks import check_sop
-
-    return check_sop(sop, up["schema"])
-
-
-def _check_graph(graph: BaseModel, up: dict[str, BaseModel], settings: Settings) -> list[CheckResult]:
-    from sopforge.families.sop_tools.verify.api_graph_checks import check_graph
-
-    return check_graph(graph, up["schema"], up["sop"])
-
-
 def _check_tools(tools: ToolsArtifact, up: dict[str, BaseModel], settings: Settings) -> list[CheckResult]:
-    from sopforge.families.sop_tools.verify.tool_checks import (
-        check_api_docs, check_code_static, check_rows_against_specs, check_toolspecs,
-    )
-    from sopforge.families.sop_tools.verify.tool_runtime import TOOL_CHECK_LIMITS, check_runtime
-
     graph, schema = up["api_graph"], up["schema"]
     dataset = up["dataset"].keyed_by(schema)  # as the tools stage reads it (a stored id_field may be null)
     checks = (check_api_docs(tools.api_docs, graph, schema) + check_toolspecs(tools.toolspecs, graph, schema)
@@ -62,7 +42,8 @@ def _sop_from_text(text: str, original: dict[str, Any]) -> SOPDocument:
     return SOPDocument.parse(f"<SOP>\n{text.strip()}\n</SOP>", title=original.get("title", ""))
 
 
-SCHEMA_EDIT = EditSpec(check=_check_schema)
-SOP_EDIT = EditSpec(check=_check_sop, text_of=lambda content: content.get("text", ""), parse_text=_sop_from_text)
-API_GRAPH_EDIT = EditSpec(check=_check_graph)
+SCHEMA_EDIT = EditSpec(check=lambda artifact, up, settings: check_schema(artifact))
+SOP_EDIT = EditSpec(check=lambda artifact, up, settings: check_sop(artifact, up["schema"]),
+                    text_of=lambda content: content.get("text", ""), parse_text=_sop_from_text)
+API_GRAPH_EDIT = EditSpec(check=lambda artifact, up, settings: check_graph(artifact, up["schema"], up["sop"]))
 TOOLS_EDIT = EditSpec(check=_check_tools)
