@@ -24,9 +24,8 @@ if TYPE_CHECKING:
         CallLedger, LLMCallRecord, LLMClient, LLMRequest, LLMResponse, Message, sha256_json, sha256_text,
     )
 
-# Every name loads with its module on first access: the store imports ``sopforge.llm.types`` on
-# every command, and importing the gateway, settings and batch machinery with it cost read-only
-# commands 0.15 s each.
+# Where each name lives. The store imports ``sopforge.llm.types`` in every command; loading the
+# gateway, settings and batch machinery with it cost the commands that only read 0.15 s each.
 _HOME = {
     **dict.fromkeys(("DEFAULT_MODELS", "PROVIDERS", "build_gateway", "build_provider", "default_model"), "factory"),
     **dict.fromkeys(("Gateway", "GatewayStats", "Provider"), "gateway"),
