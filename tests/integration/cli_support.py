@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -81,6 +83,21 @@ def own_prefect_server(home: Path) -> Iterator[str]:
             yield api
         finally:
             stop_process(proc, grace=30)
+
+
+def stop_home_server(home: Path) -> None:
+    """Stop the background Prefect server a command without PREFECT_API_URL started for ``home``, if any."""
+    state = home / "prefect" / "server.json"
+    if not state.exists():
+        return
+    try:
+        os.kill(json.loads(state.read_text())["pid"], signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    for _ in range(100):  # it removes its state file as it stops
+        if not state.exists():
+            break
+        time.sleep(0.2)
 
 
 def recorded_task_runs(api: str, flow_run_id: str, stages: list[str], timeout: float = 60) -> list[dict]:

@@ -21,7 +21,7 @@ import duckdb
 import pytest
 from mcp import Client, StdioServerParameters
 
-from cli_support import ROOT, SOPFORGE, quiet_env
+from cli_support import ROOT, SOPFORGE, quiet_env, stop_home_server
 from eval_agents import Truth, responder
 from sopforge.llm.testserver import FakeLLMServer
 
@@ -33,7 +33,9 @@ class Demo:
         self.home, self.api = home, api
 
     def env(self, **extra: str) -> dict[str, str]:
-        return quiet_env(SOPFORGE_HOME=str(self.home), PREFECT_API_URL=self.api, **extra)
+        """The session's Prefect server; ``PREFECT_API_URL=""`` leaves the home to start its own, as a user's would."""
+        env = quiet_env(**{"SOPFORGE_HOME": str(self.home), "PREFECT_API_URL": self.api, **extra})
+        return {k: v for k, v in env.items() if v != "" or k != "PREFECT_API_URL"}
 
     def run(self, *args: str, **extra: str) -> subprocess.CompletedProcess:
         return subprocess.run([*SOPFORGE, *args], cwd=ROOT, env=self.env(**extra), capture_output=True, text=True,
@@ -50,13 +52,14 @@ def demo(demo, tmp_path_factory):  # the session's demo, copied
         (graph,) = con.execute("SELECT content FROM artifacts WHERE run_id = ? AND stage = 'api_graph' "
                                "ORDER BY version DESC LIMIT 1", [demo.run_id]).fetchone()
     demo.truth = Truth(demo.export, json.loads(graph))
-    return demo
+    yield demo
+    stop_home_server(demo.home)  # one evaluation ran as a user's does, on the home's own server
 
 
-def evaluate(demo: Demo, server: FakeLLMServer, model: str, *extra: str) -> dict:
+def evaluate(demo: Demo, server: FakeLLMServer, model: str, *extra: str, **env: str) -> dict:
     result = demo.run("eval", demo.run_id, "--family", "sop_tools", "--provider", "openai", "--base-url",
                       server.openai_base_url, "--model", model, "--judge-model", "perfect", "--limit", "3", "--json",
-                      *extra, OPENAI_API_KEY="sk-test")
+                      *extra, OPENAI_API_KEY="sk-test", **env)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout)
 
@@ -107,7 +110,9 @@ def test_perfect_lazy_and_over_eager_agents_order_on_every_metric(demo):
 
 def test_a_second_run_resumes_and_pays_for_nothing_and_report_reads_the_store(demo):
     with FakeLLMServer(responder(demo.truth)) as server:
-        first = evaluate(demo, server, "perfect")
+        # Without PREFECT_API_URL, as a user runs it: the command starts the home's server and waits for it.
+        first = evaluate(demo, server, "perfect", PREFECT_API_URL="", SOPFORGE_PREFECT_IDLE_SECONDS="60")
+        assert (demo.home / "prefect" / "server.json").is_file()
         calls = len(server.requests)
         again = evaluate(demo, server, "perfect")
         assert len(server.requests) == calls, "a finished evaluation is not run again"

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
-import time
 
 import httpx
 import pytest
 
-from cli_support import ROOT, SOPFORGE, quiet_env
+from cli_support import ROOT, SOPFORGE, quiet_env, stop_home_server
 
 DEMO = "examples/themes/pharmacy_refills.yaml"
 
@@ -26,17 +24,7 @@ def home(tmp_path):
     """A home whose background Prefect server is stopped at the end, whatever happened."""
     home = tmp_path / "home"
     yield home
-    state = home / "prefect" / "server.json"
-    if state.exists():
-        pid = json.loads(state.read_text())["pid"]
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            return
-        for _ in range(100):
-            if not state.exists():
-                break
-            time.sleep(0.2)
+    stop_home_server(home)
 
 
 def sopforge(home, *args: str) -> subprocess.Popen:

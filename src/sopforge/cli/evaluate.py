@@ -130,13 +130,14 @@ def _execute(settings: Any, eval_id: str, retry_errors: bool) -> dict[str, Any]:
     from prefect.task_runners import ThreadPoolTaskRunner
 
     from sopforge.orchestration.flows import load_flow
-    from sopforge.orchestration.prefect_env import configure_prefect
+    from sopforge.orchestration.prefect_env import configure_prefect, ready_prefect
     from sopforge.orchestration.prefect_server import lease
     from sopforge.store import Store
 
     configure_prefect(settings, shared_server=True)
     flow = load_flow("evaluate", settings).with_options(
         task_runner=ThreadPoolTaskRunner(max_workers=settings.max_concurrency))
+    ready_prefect(settings)  # a server begin_prefect started came up while the flow was imported
     store = Store(settings.db_path)
     try:
         with lease(settings.prefect_home):
