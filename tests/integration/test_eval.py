@@ -18,6 +18,7 @@ from pathlib import Path
 
 import anyio
 import duckdb
+import httpx
 import pytest
 from mcp import Client, StdioServerParameters
 
@@ -109,14 +110,19 @@ def test_perfect_lazy_and_over_eager_agents_order_on_every_metric(demo):
 
 
 def test_a_second_run_resumes_and_pays_for_nothing_and_report_reads_the_store(demo):
+    # Without PREFECT_API_URL, as a user runs it: the first command starts the home's Prefect server
+    # (and waits for it), the second finds it running; the UI of that server shows both.
+    own_server = {"PREFECT_API_URL": "", "SOPFORGE_PREFECT_IDLE_SECONDS": "60"}
     with FakeLLMServer(responder(demo.truth)) as server:
-        # Without PREFECT_API_URL, as a user runs it: the command starts the home's server and waits for it.
-        first = evaluate(demo, server, "perfect", PREFECT_API_URL="", SOPFORGE_PREFECT_IDLE_SECONDS="60")
-        assert (demo.home / "prefect" / "server.json").is_file()
+        first = evaluate(demo, server, "perfect", **own_server)
         calls = len(server.requests)
-        again = evaluate(demo, server, "perfect")
+        again = evaluate(demo, server, "perfect", **own_server)
         assert len(server.requests) == calls, "a finished evaluation is not run again"
     assert again["eval_id"] != first["eval_id"] or again["ran_now"] == 0
+    api = json.loads((demo.home / "prefect" / "server.json").read_text())["api_url"]
+    names = [first["eval_id"], again["eval_id"]]
+    flow_runs = httpx.post(f"{api}/flow_runs/filter", json={"flow_runs": {"name": {"any_": names}}}, timeout=30).json()
+    assert {f["name"] for f in flow_runs if f["state_type"] == "COMPLETED"} == set(names), flow_runs
     report = demo.run("eval", "report", first["eval_id"], "--json")
     assert report.returncode == 0 and json.loads(report.stdout)["families"] == first["families"]
     text = demo.run("eval", "report", first["eval_id"])

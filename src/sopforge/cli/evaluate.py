@@ -127,14 +127,14 @@ def evaluate(
 
 def _execute(settings: Any, eval_id: str, retry_errors: bool) -> dict[str, Any]:
     """Run the evaluate flow (items as task runs); a Ctrl-C leaves a resumable evaluation."""
-    from prefect.task_runners import ThreadPoolTaskRunner
-
     from sopforge.orchestration.flows import load_flow
     from sopforge.orchestration.prefect_env import configure_prefect, ready_prefect
     from sopforge.orchestration.prefect_server import lease
     from sopforge.store import Store
 
     configure_prefect(settings, shared_server=True)
+    from prefect.task_runners import ThreadPoolTaskRunner  # Prefect reads the environment set just above
+
     flow = load_flow("evaluate", settings).with_options(
         task_runner=ThreadPoolTaskRunner(max_workers=settings.max_concurrency))
     ready_prefect(settings)  # a server begin_prefect started came up while the flow was imported

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import urllib.request
 from pathlib import Path
 
@@ -117,6 +118,15 @@ def configure_prefect(settings: Settings, *, shared_server: bool = False) -> str
             After :func:`begin_prefect` pointed Prefect at the home's server this does not wait:
             call :func:`ready_prefect` before the flow run.
     """
+    target = _set_prefect_environment(settings, shared_server)
+    if "prefect.context" in sys.modules:
+        # Prefect reads its settings from the environment once, when imported: imported before this
+        # call, it would keep the old ones and run the flow on an ephemeral server of its own.
+        sys.modules["prefect.context"].refresh_global_settings_context()
+    return target
+
+
+def _set_prefect_environment(settings: Settings, shared_server: bool) -> str:
     if starting_prefect():
         return f"Prefect server at {_early_url.removesuffix('/api')} (this home's, shared by its commands)"
     for key, value in _QUIET_DEFAULTS.items():
