@@ -33,10 +33,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from sopforge.errors import SopforgeError
-from sopforge.orchestration.prefect_template import save_template, seed_database
+from sopforge.orchestration.prefect_template import BLOCKS_REGISTERED, save_template, seed_database
 
-__all__ = ["PREFECT_COMMAND", "SERVER_STATE_FILE", "healthy", "hold_lease", "lease", "shared_server_url", "start_shared_server",
-           "stop_process", "wait_for_shared_server"]
+__all__ = ["PREFECT_COMMAND", "SERVER_STATE_FILE", "healthy", "hold_lease", "lease", "server_environment",
+           "shared_server_url", "start_shared_server", "stop_process", "wait_for_shared_server"]
 
 SERVER_STATE_FILE = "server.json"
 # Prefect's own command line with sopforge's collector thresholds (orchestration/prefect_cli.py): how
@@ -207,17 +207,26 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+def server_environment(prefect_home: Path, port: int, *, seeded: bool) -> dict[str, str]:
+    """The environment of the home's ``prefect server start``; ``seeded``: its database came from the template."""
+    api_url = _api_url(port)
+    env = {**(BLOCKS_REGISTERED if seeded else {}),  # a user's own setting wins
+           **os.environ, "PREFECT_HOME": str(prefect_home), "PREFECT_SERVER_API_HOST": "127.0.0.1",
+           "PREFECT_SERVER_API_PORT": str(port), "PREFECT_UI_API_URL": api_url,
+           "PREFECT_UI_URL": f"http://127.0.0.1:{port}", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "DO_NOT_TRACK": "1"}
+    env.pop("PREFECT_API_URL", None)
+    return env
+
+
 def serve(prefect_home: Path, idle_seconds: float, port: int | None = None) -> int:
     """Run the server until it has had no client for ``idle_seconds`` (the detached process's main)."""
     lock_fd = int(os.environ.pop("SOPFORGE_SERVER_LOCK_FD", "-1"))
     port = port or _free_port()
     api_url = _api_url(port)
-    env = {**os.environ, "PREFECT_HOME": str(prefect_home), "PREFECT_SERVER_API_HOST": "127.0.0.1",
-           "PREFECT_SERVER_API_PORT": str(port), "PREFECT_UI_API_URL": api_url,
-           "PREFECT_UI_URL": f"http://127.0.0.1:{port}", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-           "DO_NOT_TRACK": "1"}
-    env.pop("PREFECT_API_URL", None)
-    new_database = not seed_database(prefect_home) and not (prefect_home / "prefect.db").exists()
+    seeded = seed_database(prefect_home)
+    new_database = not seeded and not (prefect_home / "prefect.db").exists()
+    env = server_environment(prefect_home, port, seeded=seeded)
     proc = subprocess.Popen([*PREFECT_COMMAND, "server", "start", "--host", "127.0.0.1",
                              "--port", str(port)], env=env, stdin=subprocess.DEVNULL)
     state = prefect_home / SERVER_STATE_FILE
