@@ -16,6 +16,7 @@ from pathlib import Path
 
 import session_server
 from sopforge.orchestration.prefect_server import PREFECT_COMMAND, stop_process
+from sopforge.orchestration.prefect_template import BLOCKS_REGISTERED, seed_database
 
 ROOT = Path(__file__).resolve().parents[2]
 SOPFORGE = [sys.executable, "-m", "sopforge.cli.app"]
@@ -54,11 +55,15 @@ def quiet_env(**extra: str) -> dict[str, str]:
 
 
 def _server(home: Path) -> tuple[list[str], dict[str, str], str]:
-    """(command, environment, API URL) of a Prefect server on a free loopback port, its state in ``home``."""
+    """(command, environment, API URL) of a Prefect server on a free loopback port, its state in ``home``.
+
+    Its database starts from the machine's template when there is one, as a new sopforge home's does
+    (``prefect_template``): healthy after 6 s instead of 16 here (2026-11-28).
+    """
     port = free_port()
     api = f"http://127.0.0.1:{port}/api"
     env = quiet_env(PREFECT_HOME=str(home), PREFECT_UI_API_URL=api, PREFECT_SERVER_API_HOST="127.0.0.1",
-                    PREFECT_SERVER_API_PORT=str(port))
+                    PREFECT_SERVER_API_PORT=str(port), **(BLOCKS_REGISTERED if seed_database(home) else {}))
     return [*PREFECT_COMMAND, "server", "start", "--host", "127.0.0.1", "--port", str(port)], env, api
 
 
