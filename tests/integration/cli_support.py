@@ -105,9 +105,14 @@ def stop_home_server(home: Path) -> None:
         time.sleep(0.2)
 
 
+FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "CRASHED"}
+
+
 def recorded_task_runs(api: str, flow_run_id: str, stages: list[str], timeout: float = 60) -> list[dict]:
-    """The flow run's task runs, read once the server holds one for each of ``stages`` (or ``timeout``
-    has passed): the server records task runs from their events, a moment after the command has ended."""
+    """The flow run's task runs, read once the server holds one for each of ``stages`` and every one has
+    reached a final state (or ``timeout`` has passed). The server records task runs from their events, in
+    batches it flushes every few seconds: a moment after the command has ended, the last stage can still
+    read RUNNING though its COMPLETED event is on its way."""
     import httpx
 
     deadline = time.monotonic() + timeout
@@ -116,6 +121,7 @@ def recorded_task_runs(api: str, flow_run_id: str, stages: list[str], timeout: f
                                                               "limit": 200}, timeout=30)
         response.raise_for_status()
         task_runs = response.json()
-        if set(stages) <= {t["name"] for t in task_runs} or time.monotonic() > deadline:
+        recorded = set(stages) <= {t["name"] for t in task_runs}
+        if recorded and {t["state_type"] for t in task_runs} <= FINAL_STATES or time.monotonic() > deadline:
             return task_runs
         time.sleep(1)

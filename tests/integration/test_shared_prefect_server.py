@@ -14,9 +14,11 @@ import subprocess
 import httpx
 import pytest
 
-from cli_support import ROOT, SOPFORGE, quiet_env, stop_home_server
+from cli_support import ROOT, SOPFORGE, quiet_env, recorded_task_runs, stop_home_server
+from sopforge.families import plan
 
 DEMO = "examples/themes/pharmacy_refills.yaml"
+STAGES = [stage.name for stage in plan(("maze",)).stages]
 
 
 @pytest.fixture
@@ -59,10 +61,9 @@ def test_two_generates_on_one_home_share_one_prefect_server_and_both_complete(ho
         "flow_runs": {"name": {"any_": [run_a["run_id"], run_b["run_id"]]}}}, timeout=30).json()
     assert sorted(fr["state_type"] for fr in flow_runs) == ["COMPLETED", "COMPLETED"]
     for flow_run in flow_runs:
-        task_runs = httpx.post(f"{api}/task_runs/filter", json={
-            "flow_runs": {"id": {"any_": [flow_run["id"]]}}, "limit": 200}, timeout=30).json()
+        task_runs = recorded_task_runs(api, flow_run["id"], STAGES)
         stages = {t["name"]: t["state_type"] for t in task_runs if ":" not in t["name"]}
-        assert stages and set(stages.values()) == {"COMPLETED"}, stages
+        assert stages.keys() == set(STAGES) and set(stages.values()) == {"COMPLETED"}, stages
 
     # A later command reuses the same server: no second start-up.
     code, rerun, err = finished(sopforge(home, "rerun", run_a["run_id"], "--json"))
