@@ -210,7 +210,6 @@ def execute_stage(run_id: str, stage: str, *, settings: Settings, force: bool = 
         _emit(stage, "finished", outcome)
         return outcome
 
-    warm_up(dag.get(name) for name in dag.descendants(stage)[1:])
     stage_run_id = store.start_stage(run_id, stage, family=definition.family)
     gateway = None
     if definition.uses_llm:
@@ -226,6 +225,11 @@ def execute_stage(run_id: str, stage: str, *, settings: Settings, force: bool = 
     context = InputContext(run_id=run_id, exports_dir=settings.exports_dir, parent_records=parents)
     inputs = definition.make_inputs(
         spec, {n: dag.get(n).model.model_validate(r.content) for n, r in parents.items()}, context)
+    # Only now, with this stage's own set-up done (its provider's SDK imported), do the later stages'
+    # warm-ups start: they then overlap this stage's model calls instead of competing with its set-up
+    # for the interpreter (a run's first stage took 2.2 s instead of 0.9 s to ask its first question
+    # while Great Expectations was imported beside it).
+    warm_up(dag.get(name) for name in dag.descendants(stage)[1:])
     try:
         with using_mapper(mapper):
             result = definition.run(inputs, llm=gateway, settings=settings, model=model,
